@@ -1,0 +1,47 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace kf::test {
+
+/// The repository root (compile-time path of the checkout being tested).
+std::filesystem::path source_dir();
+
+/// ../shared/data next to the checkout, or $KFORGE_SHARED_DATA when set; nullopt when absent.
+/// Data there is read at run time and never copied into the repository.
+std::optional<std::filesystem::path> shared_data_dir();
+
+/// A fresh, empty temporary directory, removed when the returned object dies.
+class temp_dir {
+ public:
+  temp_dir();
+  ~temp_dir();
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Writes `text` to `path` (creating parent folders) and returns the path.
+std::filesystem::path write_file(const std::filesystem::path& path, const std::string& text);
+
+/// Runs a shell command, returning its exit status and combined stdout+stderr.
+struct command_result {
+  int status = -1;
+  std::string output;
+};
+command_result run_command(const std::string& command);
+
+}  // namespace kf::test
+
+/// Skips the current test with a visible reason when ../shared/data is absent; otherwise binds
+/// `var` to its path.
+#define KF_REQUIRE_SHARED_DATA(var)                                                              \
+  const auto var##_opt = ::kf::test::shared_data_dir();                                          \
+  if (!var##_opt) GTEST_SKIP() << "../shared/data is absent (set KFORGE_SHARED_DATA to run this)"; \
+  const std::filesystem::path var = *var##_opt
