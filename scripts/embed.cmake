@@ -2,6 +2,7 @@
 # files, no hex dump). Run at build time: cmake -DOUT=<file.cpp> -DROOT=<repo root> -P embed.cmake
 set(KFORGE_EMBEDDED_FILES
   configs/default.yaml
+  experiments/stencil2d-h200/T1.json
   experiments/stencil2d-h200/cache.json
 )
 set(_asm "")

@@ -1,6 +1,59 @@
+// kforge: find faster GPU kernels. See README.md.
+#include <boost/program_options/errors.hpp>
+#include <cstring>
 #include <iostream>
 
-int main() {
-  std::cout << "kforge: under construction\n";
-  return 0;
+#include "cli/cli.hpp"
+#include "kforge/error.hpp"
+#include "kforge/kforge.hpp"
+
+namespace {
+const char* usage =
+    "usage: kforge <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run [CONFIG]     run an experiment (no CONFIG: the embedded default, a replay of an H200 space)\n"
+    "  score            P-scores of strategies on recorded spaces (the field's standard score)\n"
+    "  space FILE       inspect a search space: size, valid configurations, samples\n"
+    "  export RUN       write a run's trials as JSONL, CSV, T4 or a Kernel Tuner cache\n"
+    "  report RUN       best configuration, trials by status and convergence of a run\n"
+    "  plugins          registered strategies and evaluators with their options\n"
+    "\n"
+    "`kforge <command> --help` describes a command's options.\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::cout << usage;
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::cout << "kforge " << kf::version() << "\n";
+    return 0;
+  }
+  const std::string cmd = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    kf::register_builtins();
+    if (cmd == "run") return kf::cli::cmd_run(args);
+    if (cmd == "score") return kf::cli::cmd_score(args);
+    if (cmd == "space") return kf::cli::cmd_space(args);
+    if (cmd == "export") return kf::cli::cmd_export(args);
+    if (cmd == "report") return kf::cli::cmd_report(args);
+    if (cmd == "plugins") return kf::cli::cmd_plugins(args);
+    std::cerr << "kforge: unknown command '" << cmd << "'\n\n" << usage;
+    return 2;
+  } catch (const kf::config_error& e) {
+    std::cerr << "kforge: " << e.what() << "\n";
+    return 2;
+  } catch (const boost::program_options::error& e) {
+    std::cerr << "kforge " << cmd << ": " << e.what() << " (see kforge " << cmd << " --help)\n";
+    return 2;
+  } catch (const kf::error& e) {
+    std::cerr << "kforge: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "kforge: internal error: " << e.what() << "\n";
+    return 1;
+  }
 }

@@ -1,0 +1,90 @@
+// kf::experiment: the search loop — propose, evaluate, commit, observe — under a budget.
+//
+//   strategy.propose(n) -> check proposals -> evaluator -> store.commit(trial) -> strategy.observe(batch)
+//
+// Budget: any of evaluations, wall-clock seconds and simulated seconds (the sum of the trials' costs,
+// for replay); the loop stops before starting a batch once a limit is reached, and never proposes more
+// evaluations than are left. Resume: with a store that already holds trials, the loop re-runs the
+// strategy from its seed and hands it the stored trials instead of evaluating them again, so a run
+// killed at any point continues without losing or repeating a trial, and ends as the uninterrupted run
+// would have.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kforge/document.hpp"
+#include "kforge/evaluator.hpp"
+#include "kforge/history.hpp"
+#include "kforge/problem.hpp"
+#include "kforge/registry.hpp"
+#include "kforge/store.hpp"
+#include "kforge/strategy.hpp"
+
+namespace kf {
+
+struct budget_spec {
+  std::optional<std::size_t> evaluations;
+  std::optional<double> wall_seconds;
+  std::optional<double> simulated_seconds;
+  bool unlimited() const noexcept { return !evaluations && !wall_seconds && !simulated_seconds; }
+};
+
+/// A validated experiment configuration.
+struct experiment_spec {
+  std::string name;
+  std::string file;  ///< the config file it came from
+  problem prob;
+  plugin_spec strategy;
+  plugin_spec evaluator;
+  budget_spec budget;
+  std::uint64_t seed = 0;
+  std::filesystem::path output;  ///< run folder
+  std::optional<std::size_t> batch_size;  ///< proposals per batch (default: the evaluator's parallelism)
+  std::filesystem::path base_dir;
+  nlohmann::json raw;  ///< the config as read, recorded with the run
+};
+
+/// Reads and validates an experiment config (YAML or JSON; "embedded:<name>" for embedded ones).
+/// Throws kf::config_error naming the file, the key path and the reason.
+experiment_spec load_experiment(const std::string& path);
+/// The same from an already parsed document.
+experiment_spec parse_experiment(const document& doc);
+
+enum class stop_reason { evaluations, wall_time, simulated_time, strategy_finished, space_exhausted };
+std::string_view to_string(stop_reason r) noexcept;
+
+struct run_result {
+  run_history history;
+  stop_reason reason = stop_reason::evaluations;
+  double clock_s = 0;       ///< the run's clock at the end (simulated or wall)
+  double wall_s = 0;        ///< wall time of this invocation
+  std::size_t resumed = 0;  ///< trials taken from the store instead of evaluated
+};
+
+/// Called after every committed trial (progress reporting).
+using trial_callback = std::function<void(const trial&, const run_history&, const budget_spec&)>;
+
+struct run_options {
+  bool resume = false;          ///< continue the run in the output folder
+  bool use_store = true;        ///< false: keep everything in memory (scoring, tests)
+  trial_callback on_trial;      ///< may be empty
+  std::ostream* log = nullptr;  ///< one-line notes (resume, stop reason); may be null
+};
+
+/// Runs an experiment. Misuse (bad options, a strategy breaking its contract, a store from another
+/// experiment) throws kf::error; failing variants are trials.
+run_result run_experiment(const experiment_spec& spec, const run_options& opts);
+
+/// The loop itself, for callers that build the pieces (scoring, tests, benchmarks). `store` may be null.
+run_result run_loop(const search_space& space, strategy& strat, evaluator& eval, const budget_spec& budget,
+                    std::uint64_t seed, std::size_t batch_size, run_store* store, const run_options& opts);
+
+}  // namespace kf

@@ -1,0 +1,46 @@
+// kf::problem: what is being tuned — a search space and, for real evaluation, the kernel.
+//
+// Sources:
+//   {t1: file}     a T1 input file (the community format: TuningParameters with Python-expression value
+//                  lists, Conditions as Python expressions, KernelSpecification)
+//   {cache: file}  the parameters of a recorded Kernel Tuner cache (tune_params); the valid set is
+//                  the set of recorded configurations (for spaces published without a T1 file)
+//   {kernel: file} a kforge kernel description (see docs/kernel.md)
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kforge/document.hpp"
+#include "kforge/space.hpp"
+
+namespace kf {
+
+struct problem {
+  std::string name;
+  search_space space;
+  std::string source_kind;  ///< "t1", "cache" or "kernel"
+  std::string source_file;  ///< resolved path (or embedded:...)
+  nlohmann::json kernel;    ///< T1 KernelSpecification or kforge kernel description; null when absent
+  std::filesystem::path base_dir;  ///< folder of source_file, for the kernel's relative paths
+};
+
+/// Builds a search space from a T1 document's ConfigurationSpace. Errors are config_errors at the
+/// offending key (e.g. ConfigurationSpace.TuningParameters[3].Values).
+search_space t1_space(const document& doc);
+
+/// Loads a T1 file.
+problem load_t1(const std::string& path);
+
+/// A space from a Kernel Tuner cache's tune_params_keys/tune_params, restricted to the recorded
+/// configurations (expressed as a constraint-free space; the replay evaluator marks unrecorded
+/// configurations invalid, and kf::recorded_space builds the exact valid set).
+problem load_cache_problem(const std::string& path);
+
+/// Reads the `problem` mapping of an experiment config.
+problem load_problem(const document& doc, const std::string& key_path);
+
+}  // namespace kf

@@ -1,0 +1,69 @@
+// Scoring strategies on recorded spaces: N seeded runs of every strategy on every space, each under a
+// simulated-time budget of the space's end cutoff plus a margin, scored with kf::score_runs.
+//
+// A score config (YAML or JSON):
+//   spaces:                 # each: a recording, and optionally the T1 file that defines its space
+//     - {name: convolution/A100, recording: path/A100.json.gz, t1: path/T1.json}
+//   strategies: [random, {type: ga, params: {population_size: 20}}]
+//   seeds: 100              # runs per strategy and space (seeds seed_base .. seed_base + seeds - 1)
+//   seed_base: 0
+//   cutoff_start: 0.01
+//   cutoff_end: 0.95
+//   resolution: 1000
+//   budget_margin: 0.1      # the budget is (1 + margin) x the end cutoff's time, as the methodology sets it
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kforge/registry.hpp"
+#include "kforge/score.hpp"
+
+namespace kf {
+
+struct score_space_spec {
+  std::string name;
+  std::string recording;  ///< resolved path
+  std::string t1;         ///< resolved path, or empty: the space is the recorded configurations
+};
+
+struct score_job {
+  std::vector<score_space_spec> spaces;
+  std::vector<plugin_spec> strategies;
+  std::size_t seeds = 10;
+  std::uint64_t seed_base = 0;
+  score_settings settings;
+  double budget_margin = 0.1;
+  std::string file;  ///< where it was read from
+};
+
+/// Reads a score config. Errors are config_errors with file and key path.
+score_job load_score_job(const std::string& path);
+
+struct score_cell {
+  std::string space, strategy;
+  space_score score;
+  double mean_evaluations = 0;  ///< trials per run
+  double mean_best_over_opt = 0;  ///< best found / optimum at the end of the budget
+};
+
+struct score_table {
+  std::vector<std::string> spaces, strategies;
+  std::vector<score_cell> cells;  ///< space-major
+  const score_cell& at(std::size_t space, std::size_t strategy) const { return cells[space * strategies.size() + strategy]; }
+  /// Mean over spaces of a strategy's pooled score.
+  double mean_score(std::size_t strategy) const;
+};
+
+/// Runs the job (runs in parallel); `progress` is called after each (space, strategy) cell.
+score_table run_score_job(const score_job& job, const std::function<void(const score_cell&)>& progress = {});
+
+/// The table as text (spaces as rows, strategies as columns, a mean row), and as JSON with curves.
+std::string format_score_table(const score_table& t);
+nlohmann::json score_table_json(const score_table& t);
+
+}  // namespace kf

@@ -1,0 +1,63 @@
+// kf::run_store: the SQLite database of one run (run folder/run.sqlite).
+//
+// Contract: commit() writes one trial in one transaction; once it returns, the trial survives the
+// process being killed (SIGKILL) at any later point. A run folder holds one run; `--resume` reopens it
+// and the experiment replays the stored trials through the strategy before evaluating new ones.
+// Not thread safe: one run_store per thread.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string_view>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kforge/space.hpp"
+#include "kforge/trial.hpp"
+
+namespace kf {
+
+class run_store {
+ public:
+  /// Opens dir/run.sqlite, creating the folder and the schema when absent.
+  explicit run_store(const std::filesystem::path& dir);
+  ~run_store();
+  run_store(run_store&&) noexcept;
+  run_store& operator=(run_store&&) noexcept;
+
+  const std::filesystem::path& dir() const noexcept;
+  std::filesystem::path database_path() const;
+
+  /// Run-level records (the experiment spec, the space, the evaluator's description, ...).
+  void set_meta(const std::string& key, const nlohmann::json& v);
+  nlohmann::json meta(const std::string& key) const;  ///< null when absent
+  bool has_meta(const std::string& key) const;
+
+  /// Writes one trial atomically. Throws kf::error when its sequence or configuration is stored already.
+  void commit(const trial& t);
+  /// Every stored trial, by sequence.
+  std::vector<trial> trials() const;
+  std::size_t trial_count() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// A self-contained description of a space's parameters (names, types, values), stored with a run so
+/// that exports and reports need no access to the original files.
+nlohmann::json describe_space(const search_space& space);
+/// Rebuilds a constraint-free space with the described parameters.
+search_space space_from_description(const nlohmann::json& d);
+
+/// Exports of a run's trials. `space` gives parameter names and values.
+enum class export_format { jsonl, csv, t4, kernel_tuner };
+std::optional<export_format> export_format_from_string(std::string_view s);
+void export_trials(const std::vector<trial>& trials, const search_space& space, export_format fmt, std::ostream& out,
+                   const nlohmann::json& run_meta = {});
+
+}  // namespace kf

@@ -1,0 +1,70 @@
+// Strategy "ga": a constraint-aware genetic algorithm.
+//
+// The initial population is drawn uniformly from the valid configurations. Each child comes from two
+// parents chosen by rank-weighted selection, crossover, and per-gene mutation (to an adjacent value of
+// an ordered parameter or to any other value); an invalid child is repaired by changing one gene to a
+// value that makes it valid, else redrawn from the valid set. A child that was already measured costs
+// nothing: it joins the offspring with its known time. The next generation keeps the `elites` best of
+// the old one and fills up with the best offspring (replacement "generational"), or keeps the best of
+// both together (replacement "plus"). Failed configurations have infinite time.
+//
+// Options (defaults in brackets):
+//   population_size [20]     individuals per generation
+//   crossover [uniform]      uniform | single_point | two_point
+//   mutation_rate [0.15]     probability that a gene mutates
+//   adjacent_mutation [0.5]  probability that a mutation of an ordered parameter moves one step
+//   elites [2]               individuals carried over unchanged (generational replacement)
+//   replacement [plus]       generational | plus
+//   selection_pressure [1.5] rank weight exponent: weight of rank r (0 = best) is (N - r)^pressure
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kforge/random.hpp"
+#include "kforge/strategy.hpp"
+
+namespace kf::strategies {
+
+struct genetic_options {
+  std::size_t population_size = 20;
+  std::string crossover = "uniform";
+  double mutation_rate = 0.15;
+  double adjacent_mutation = 0.5;
+  std::size_t elites = 2;
+  std::string replacement = "plus";
+  double selection_pressure = 1.5;
+};
+
+class genetic {
+ public:
+  explicit genetic(genetic_options o = {}) : opt_(std::move(o)) {}
+
+  void initialize(const search_space& space, std::uint64_t seed);
+  std::vector<config> propose(const search_state& s, std::size_t n);
+  void observe(const search_state& s, std::span<const trial> done);
+  bool finished(const search_state& s) const;
+
+ private:
+  struct member {
+    config cfg;
+    double fit;
+  };
+  config make_child(const search_state& s);
+  const member& select_parent();
+  void mutate(const search_space& space, config& c);
+  bool repair(const search_space& space, config& c);
+  void next_generation();
+
+  genetic_options opt_;
+  rng rng_{0};
+  std::vector<member> population_;  // sorted best first
+  std::vector<member> offspring_;   // evaluated (or known) children of the current generation
+  std::size_t awaiting_ = 0;        // proposed children not yet observed
+  bool exhausted_ = false;
+};
+
+void register_genetic();
+
+}  // namespace kf::strategies

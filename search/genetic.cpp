@@ -1,0 +1,213 @@
+#include "kforge/strategies/genetic.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kforge/strategies/common.hpp"
+
+namespace kf::strategies {
+
+void genetic::initialize(const search_space&, std::uint64_t seed) {
+  rng_.reseed(seed);
+  population_.clear();
+  offspring_.clear();
+  awaiting_ = 0;
+  exhausted_ = false;
+}
+
+const genetic::member& genetic::select_parent() {
+  // Rank-weighted: population_ is sorted best first; weight (N - r)^pressure.
+  const std::size_t n = population_.size();
+  double total = 0;
+  for (std::size_t r = 0; r < n; ++r) total += std::pow(static_cast<double>(n - r), opt_.selection_pressure);
+  double u = rng_.uniform() * total;
+  for (std::size_t r = 0; r < n; ++r) {
+    u -= std::pow(static_cast<double>(n - r), opt_.selection_pressure);
+    if (u <= 0) return population_[r];
+  }
+  return population_.back();
+}
+
+void genetic::mutate(const search_space& space, config& c) {
+  const auto params = space.params();
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const auto n = static_cast<std::uint32_t>(params[i].values.size());
+    if (n < 2 || !rng_.bernoulli(opt_.mutation_rate)) continue;
+    if (params[i].ordered && rng_.bernoulli(opt_.adjacent_mutation)) {
+      if (c[i] == 0) c[i] = 1;
+      else if (c[i] + 1 == n) c[i] = n - 2;
+      else c[i] += rng_.bernoulli(0.5) ? 1 : -1;
+    } else {
+      auto v = static_cast<std::uint32_t>(rng_.index(n - 1));
+      c[i] = v >= c[i] ? v + 1 : v;
+    }
+  }
+}
+
+bool genetic::repair(const search_space& space, config& c) {
+  if (space.is_valid(c)) return true;
+  // Change one gene (genes in random order) to a value that makes the child valid.
+  std::vector<std::size_t> genes(c.size());
+  std::iota(genes.begin(), genes.end(), 0);
+  rng_.shuffle(std::span<std::size_t>(genes));
+  std::vector<std::uint32_t> fixes;
+  for (auto i : genes) {
+    const auto orig = c[i];
+    fixes.clear();
+    const auto n = static_cast<std::uint32_t>(space.params()[i].values.size());
+    for (std::uint32_t v = 0; v < n; ++v) {
+      if (v == orig) continue;
+      c[i] = v;
+      if (space.is_valid(c)) fixes.push_back(v);
+    }
+    if (!fixes.empty()) {
+      c[i] = fixes[rng_.index(fixes.size())];
+      return true;
+    }
+    c[i] = orig;
+  }
+  return false;
+}
+
+config genetic::make_child(const search_state& s) {
+  const auto& space = s.space();
+  const auto& a = select_parent().cfg;
+  const auto& b = select_parent().cfg;
+  config c = a;
+  const std::size_t d = c.size();
+  if (opt_.crossover == "uniform") {
+    for (std::size_t i = 0; i < d; ++i)
+      if (rng_.bernoulli(0.5)) c[i] = b[i];
+  } else if (opt_.crossover == "single_point") {
+    const auto p = d > 1 ? 1 + rng_.index(d - 1) : 0;
+    for (std::size_t i = p; i < d; ++i) c[i] = b[i];
+  } else {  // two_point
+    auto p = rng_.index(d + 1), q = rng_.index(d + 1);
+    if (p > q) std::swap(p, q);
+    for (std::size_t i = p; i < q; ++i) c[i] = b[i];
+  }
+  mutate(space, c);
+  return c;
+}
+
+std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
+  std::vector<config> out;
+  auto add_random = [&]() {
+    auto c = draw_unseen(s, rng_, out);
+    if (!c) {
+      exhausted_ = true;
+      return false;
+    }
+    out.push_back(std::move(*c));
+    return true;
+  };
+  // Initial population: uniform valid draws.
+  if (population_.empty()) {
+    const std::size_t want = opt_.population_size > offspring_.size() + awaiting_
+                                 ? opt_.population_size - offspring_.size() - awaiting_
+                                 : 0;
+    while (out.size() < std::min(n, want))
+      if (!add_random()) break;
+    awaiting_ += out.size();
+    return out;
+  }
+  std::size_t attempts = 0;
+  while (out.size() < n && attempts < 50 * n + 100) {
+    ++attempts;
+    config c = make_child(s);
+    if (!repair(s.space(), c)) {
+      auto r = draw_unseen(s, rng_, out);
+      if (!r) {
+        exhausted_ = true;
+        break;
+      }
+      c = std::move(*r);
+    }
+    if (std::find(out.begin(), out.end(), c) != out.end()) continue;
+    if (const trial* t = s.history().find(c)) {
+      // Already measured: a free member of the offspring.
+      if (std::none_of(offspring_.begin(), offspring_.end(), [&](const member& m) { return m.cfg == c; }) &&
+          std::none_of(population_.begin(), population_.end(), [&](const member& m) { return m.cfg == c; })) {
+        offspring_.push_back({c, fitness(*t)});
+        if (offspring_.size() + awaiting_ >= opt_.population_size && awaiting_ == 0) next_generation();
+      }
+      continue;
+    }
+    if (s.seen(c)) continue;  // pending
+    out.push_back(std::move(c));
+  }
+  while (out.size() < n && attempts >= 50 * n + 100)  // stuck: fill with fresh random configurations
+    if (!add_random()) break;
+  awaiting_ += out.size();
+  return out;
+}
+
+void genetic::observe(const search_state&, std::span<const trial> done) {
+  for (const auto& t : done) {
+    offspring_.push_back({t.cfg, fitness(t)});
+    if (awaiting_ > 0) --awaiting_;
+  }
+  if (population_.empty()) {
+    if (awaiting_ == 0 && !offspring_.empty()) {
+      population_ = std::move(offspring_);
+      offspring_.clear();
+      std::stable_sort(population_.begin(), population_.end(), [](const member& x, const member& y) { return x.fit < y.fit; });
+    }
+    return;
+  }
+  if (offspring_.size() >= opt_.population_size && awaiting_ == 0) next_generation();
+}
+
+void genetic::next_generation() {
+  auto by_fit = [](const member& x, const member& y) { return x.fit < y.fit; };
+  std::stable_sort(offspring_.begin(), offspring_.end(), by_fit);
+  std::vector<member> next;
+  if (opt_.replacement == "plus") {
+    next = population_;
+    next.insert(next.end(), offspring_.begin(), offspring_.end());
+    std::stable_sort(next.begin(), next.end(), by_fit);
+  } else {
+    const auto keep = std::min(opt_.elites, population_.size());
+    next.assign(population_.begin(), population_.begin() + static_cast<long>(keep));
+    next.insert(next.end(), offspring_.begin(), offspring_.end());
+    std::stable_sort(next.begin(), next.end(), by_fit);
+  }
+  if (next.size() > opt_.population_size) next.resize(opt_.population_size);
+  population_ = std::move(next);
+  offspring_.clear();
+}
+
+bool genetic::finished(const search_state&) const { return exhausted_; }
+
+void register_genetic() {
+  strategy_registry().add({
+      "ga",
+      "constraint-aware genetic algorithm: rank selection, crossover, mutation, repair, elitism",
+      {
+          int_option("population_size", 20, "individuals per generation", 2, 100000),
+          string_option("crossover", "uniform", "crossover operator", {"uniform", "single_point", "two_point"}),
+          real_option("mutation_rate", 0.15, "probability that a gene mutates", 0, 1),
+          real_option("adjacent_mutation", 0.5, "probability that an ordered gene moves one step", 0, 1),
+          int_option("elites", 2, "individuals kept unchanged (generational replacement)", 0, 100000),
+          string_option("replacement", "plus",
+                        "next generation from the offspring and elites (generational) or the best of both (plus)",
+                        {"generational", "plus"}),
+          real_option("selection_pressure", 1.5, "exponent of the rank weights", 0, 10),
+      },
+      [](const options& o) {
+        genetic_options g;
+        g.population_size = static_cast<std::size_t>(o.integer("population_size"));
+        g.crossover = o.string("crossover");
+        g.mutation_rate = o.real("mutation_rate");
+        g.adjacent_mutation = o.real("adjacent_mutation");
+        g.elites = static_cast<std::size_t>(o.integer("elites"));
+        g.replacement = o.string("replacement");
+        g.selection_pressure = o.real("selection_pressure");
+        if (g.elites > g.population_size) o.fail("elites", "must not exceed population_size");
+        return strategy(genetic(g), "ga");
+      },
+  });
+}
+
+}  // namespace kf::strategies

@@ -1,0 +1,23 @@
+// The kforge command line: one function per subcommand. Each returns the process exit status:
+// 0 success, 1 a run-time failure, 2 a usage or configuration error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kf::cli {
+
+int cmd_run(const std::vector<std::string>& args);
+int cmd_score(const std::vector<std::string>& args);
+int cmd_space(const std::vector<std::string>& args);
+int cmd_export(const std::vector<std::string>& args);
+int cmd_report(const std::vector<std::string>& args);
+int cmd_plugins(const std::vector<std::string>& args);
+
+/// True when stdout is a terminal (progress lines are redrawn in place).
+bool stdout_is_tty();
+
+/// Formats a duration in seconds as "12.3 s", "4 min 05 s" or "1 h 02 min".
+std::string format_duration(double seconds);
+
+}  // namespace kf::cli

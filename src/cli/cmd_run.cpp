@@ -1,0 +1,108 @@
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/cli.hpp"
+#include "kforge/embedded.hpp"
+#include "kforge/error.hpp"
+#include "kforge/experiment.hpp"
+
+namespace po = boost::program_options;
+
+namespace kf::cli {
+
+namespace {
+// Progress: redrawn in place on a terminal, a plain line every few seconds when piped.
+class progress_reporter {
+ public:
+  explicit progress_reporter(bool tty) : tty_(tty), t0_(std::chrono::steady_clock::now()) {}
+
+  void on_trial(const trial& t, const run_history& h, const budget_spec& b) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const bool final_of_budget = b.evaluations && h.size() >= *b.evaluations;
+    if (!tty_ && elapsed - last_print_ < 2.0 && !final_of_budget && h.size() != 1) return;
+    last_print_ = elapsed;
+    std::string line = "trials " + std::to_string(h.size());
+    if (b.evaluations) line += "/" + std::to_string(*b.evaluations);
+    char buf[128];
+    if (const auto* best = h.best()) {
+      std::snprintf(buf, sizeof buf, " | best %.4f ms (trial %llu)", best->time_ms,
+                    static_cast<unsigned long long>(best->sequence));
+      line += buf;
+    } else {
+      line += " | best -";
+    }
+    line += " | elapsed " + format_duration(elapsed);
+    line += " | clock " + format_duration(t.clock_s);
+    if (b.evaluations) line += " | left " + std::to_string(*b.evaluations - std::min(*b.evaluations, h.size())) + " evals";
+    if (b.simulated_seconds) line += " | sim budget left " + format_duration(std::max(0.0, *b.simulated_seconds - t.clock_s));
+    if (tty_) std::cout << "\r\033[K" << line << std::flush;
+    else std::cout << line << "\n";
+  }
+  void finish() {
+    if (tty_) std::cout << "\n";
+  }
+
+ private:
+  bool tty_;
+  std::chrono::steady_clock::time_point t0_;
+  double last_print_ = -1e9;
+};
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  po::options_description desc(
+      "usage: kforge run [CONFIG] [options]\n\n"
+      "Runs the experiment described by CONFIG (YAML or JSON). Without CONFIG, runs the embedded default:\n"
+      "a replay of a 2D stencil's space that kforge measured on an NVIDIA H200.\n\noptions");
+  desc.add_options()("help,h", "show this help")("resume", "continue the run in the output folder")(
+      "output,o", po::value<std::string>(), "run folder (overrides the config's output)")(
+      "seed", po::value<std::uint64_t>(), "seed (overrides the config's seed)")(
+      "evaluations", po::value<std::size_t>(), "evaluation budget (overrides the config's)")(
+      "quiet,q", "no progress lines")("config", po::value<std::string>(), "the experiment config");
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  const std::string file = vm.count("config") ? vm["config"].as<std::string>()
+                                              : std::string(embedded::scheme) + "configs/default.yaml";
+  auto spec = load_experiment(file);
+  if (vm.count("output")) spec.output = vm["output"].as<std::string>();
+  if (vm.count("seed")) spec.seed = vm["seed"].as<std::uint64_t>();
+  if (vm.count("evaluations")) {
+    if (vm["evaluations"].as<std::size_t>() == 0) throw config_error("--evaluations", "", "must be positive");
+    spec.budget.evaluations = vm["evaluations"].as<std::size_t>();
+  }
+  const bool quiet = vm.count("quiet") > 0;
+  std::cout << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " " << spec.prob.source_file
+            << " (" << spec.prob.space.dimension() << " parameters) | strategy " << spec.strategy.type
+            << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed << " | output " << spec.output.string()
+            << "\n";
+  progress_reporter progress(stdout_is_tty());
+  run_options opts;
+  opts.resume = vm.count("resume") > 0;
+  opts.log = &std::cerr;
+  if (!quiet) opts.on_trial = [&](const trial& t, const run_history& h, const budget_spec& b) { progress.on_trial(t, h, b); };
+  const auto res = run_experiment(spec, opts);
+  if (!quiet) progress.finish();
+  std::cout << "stopped: " << to_string(res.reason) << " after " << res.history.size() << " trials";
+  if (res.resumed) std::cout << " (" << res.resumed << " taken from the stored run)";
+  std::cout << "; clock " << format_duration(res.clock_s) << ", wall " << format_duration(res.wall_s) << "\n";
+  if (const auto* b = res.history.best()) {
+    std::printf("best: %.4f ms (median; IQR %.4f ms) at trial %llu: %s\n", b->time_ms, b->time_iqr_ms,
+                static_cast<unsigned long long>(b->sequence), spec.prob.space.describe(b->cfg).c_str());
+  } else {
+    std::cout << "best: no configuration ran correctly\n";
+  }
+  std::cout << "run folder: " << spec.output.string() << " (kforge report " << spec.output.string() << ")\n";
+  return 0;
+}
+
+}  // namespace kf::cli

@@ -1,0 +1,69 @@
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/cli.hpp"
+#include "kforge/document.hpp"
+#include "kforge/error.hpp"
+#include "kforge/problem.hpp"
+#include "kforge/replay.hpp"
+
+namespace po = boost::program_options;
+
+namespace kf::cli {
+
+int cmd_space(const std::vector<std::string>& args) {
+  po::options_description desc(
+      "usage: kforge space FILE [options]\n\n"
+      "Describes the search space of FILE: a T1 file, or a recording (Kernel Tuner cache, T4, KTT; .gz too),\n"
+      "whose valid set is its recorded configurations.\n\noptions");
+  desc.add_options()("help,h", "show this help")("list", po::value<std::size_t>()->implicit_value(20),
+                                                  "print the first N valid configurations")(
+      "sample", po::value<std::size_t>(), "print N uniformly drawn valid configurations")(
+      "seed", po::value<std::uint64_t>()->default_value(0), "seed for --sample")(
+      "file", po::value<std::string>(), "the space file");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("file")) throw config_error("kforge space", "FILE", "missing: give a T1 file or a recording");
+  const auto file = vm["file"].as<std::string>();
+  const auto doc = load_document(file);
+  problem prob = doc.root.is_object() && doc.root.contains("ConfigurationSpace") ? load_t1(file) : load_cache_problem(file);
+  const auto& sp = prob.space;
+  std::cout << "space " << file << " (" << prob.source_kind << ")\n";
+  for (const auto& p : sp.params()) {
+    std::cout << "  " << p.name << " (" << to_string(p.type) << ", " << p.values.size() << " values): ";
+    for (std::size_t i = 0; i < p.values.size() && i < 12; ++i) std::cout << (i ? ", " : "") << p.values[i].repr();
+    if (p.values.size() > 12) std::cout << ", ...";
+    std::cout << "\n";
+  }
+  for (const auto& c : sp.constraint_sources()) std::cout << "  constraint: " << c << "\n";
+  const auto& vs = sp.valid();
+  const auto st = sp.stats();
+  std::printf("combinations: %.0f\nvalid: %zu (%.3f%%)\n", st.cartesian_size, vs.size(),
+              100.0 * static_cast<double>(vs.size()) / std::max(1.0, st.cartesian_size));
+  if (!sp.explicit_valid_set())
+    std::printf("enumerated in %.3f s (%llu partial assignments, %llu constraint evaluations)\n", st.seconds,
+                static_cast<unsigned long long>(st.nodes_visited),
+                static_cast<unsigned long long>(st.constraint_evaluations));
+  if (st.constraint_errors)
+    std::cout << "note: " << st.constraint_errors << " constraint evaluations raised and counted as violations; first: "
+              << st.first_error << "\n";
+  if (vm.count("list")) {
+    const auto n = std::min(vs.size(), vm["list"].as<std::size_t>());
+    for (std::size_t i = 0; i < n; ++i) std::cout << "  " << sp.describe(vs.at(i)) << "\n";
+  }
+  if (vm.count("sample")) {
+    rng r(vm["seed"].as<std::uint64_t>());
+    for (std::size_t i = 0; i < vm["sample"].as<std::size_t>(); ++i) std::cout << "  " << sp.describe(sp.sample(r)) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace kf::cli

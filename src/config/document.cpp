@@ -1,0 +1,174 @@
+#include "kforge/document.hpp"
+
+#include <yaml-cpp/yaml.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "kforge/embedded.hpp"
+#include "kforge/error.hpp"
+
+namespace kf {
+
+config_location document::at(const std::string& key_path) const {
+  config_location loc{file, key_path};
+  if (lines) {
+    // Report the line of the deepest known ancestor of the key path.
+    std::string k = key_path;
+    while (true) {
+      auto it = lines->find(k);
+      if (it != lines->end()) {
+        loc.file = file + ":" + std::to_string(it->second);
+        break;
+      }
+      const auto cut = k.find_last_of(".[");
+      if (cut == std::string::npos) break;
+      k.resize(cut);
+    }
+  }
+  return loc;
+}
+
+std::string read_file(const std::string& path) {
+  if (path.rfind(embedded::scheme, 0) == 0) {
+    const auto name = std::string_view(path).substr(embedded::scheme.size());
+    if (auto d = embedded::find(name)) return std::string(*d);
+    throw error("no embedded file '" + std::string(name) + "'");
+  }
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
+    gzFile f = gzopen(path.c_str(), "rb");
+    if (!f) throw error("cannot open '" + path + "'");
+    std::string out;
+    char buf[1 << 16];
+    int n;
+    while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+    int errnum = 0;
+    const char* msg = gzerror(f, &errnum);
+    const std::string err = errnum != Z_OK && errnum != Z_STREAM_END ? msg : "";
+    gzclose(f);
+    if (n < 0 || !err.empty()) throw error("cannot decompress '" + path + "': " + err);
+    return out;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error("cannot open '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string resolve_path(const std::string& path, const std::filesystem::path& base_dir) {
+  if (path.rfind(embedded::scheme, 0) == 0) return path;
+  std::filesystem::path p(path);
+  if (p.is_absolute() || base_dir.empty()) return p.lexically_normal().string();
+  return (base_dir / p).lexically_normal().string();
+}
+
+namespace {
+nlohmann::json scalar(const YAML::Node& n) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!" ) return s;  // quoted: always a string
+  static const std::regex int_re(R"([-+]?[0-9]+)");
+  static const std::regex hex_re(R"(0x[0-9a-fA-F]+)");
+  static const std::regex float_re(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (s == "null" || s == "Null" || s == "NULL" || s == "~" || s.empty()) return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (std::regex_match(s, int_re)) {
+    try {
+      return std::stoll(s);
+    } catch (...) {
+      return std::stod(s);
+    }
+  }
+  if (std::regex_match(s, hex_re)) return std::stoll(s, nullptr, 16);
+  if (std::regex_match(s, float_re)) return std::stod(s);
+  if (s == ".inf" || s == ".Inf" || s == "+.inf") return std::numeric_limits<double>::infinity();
+  if (s == "-.inf" || s == "-.Inf") return -std::numeric_limits<double>::infinity();
+  if (s == ".nan" || s == ".NaN") return std::numeric_limits<double>::quiet_NaN();
+  return s;
+}
+
+nlohmann::json convert(const YAML::Node& n, const std::string& path, std::map<std::string, int>& lines,
+                       const std::string& file) {
+  lines.emplace(path, n.Mark().line + 1);
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined: return nullptr;
+    case YAML::NodeType::Scalar: return scalar(n);
+    case YAML::NodeType::Sequence: {
+      auto a = nlohmann::json::array();
+      std::size_t i = 0;
+      for (const auto& e : n) {
+        a.push_back(convert(e, path + "[" + std::to_string(i) + "]", lines, file));
+        ++i;
+      }
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      auto o = nlohmann::json::object();
+      for (const auto& kv : n) {
+        if (!kv.first.IsScalar())
+          throw config_error(file + ":" + std::to_string(kv.first.Mark().line + 1), path, "mapping keys must be plain names");
+        const auto& key = kv.first.Scalar();
+        if (o.contains(key))
+          throw config_error(file + ":" + std::to_string(kv.first.Mark().line + 1), path.empty() ? key : path + "." + key,
+                             "key appears twice");
+        o[key] = convert(kv.second, path.empty() ? key : path + "." + key, lines, file);
+      }
+      return o;
+    }
+  }
+  return nullptr;
+}
+}  // namespace
+
+document parse_document(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
+  document d;
+  d.file = file;
+  d.base_dir = base_dir;
+  auto lines = std::make_shared<std::map<std::string, int>>();
+  try {
+    const YAML::Node root = YAML::Load(text);
+    d.root = convert(root, "", *lines, file);
+  } catch (const YAML::Exception& e) {
+    throw config_error(file + ":" + std::to_string(e.mark.line + 1), "", "not valid YAML/JSON: " + e.msg);
+  }
+  lines->erase("");
+  d.lines = std::move(lines);
+  return d;
+}
+
+document load_document(const std::string& path) {
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const error& e) {
+    throw config_error(path, "", e.what());
+  }
+  std::filesystem::path base;
+  if (path.rfind(embedded::scheme, 0) == 0) {
+    base = "";
+  } else {
+    base = std::filesystem::absolute(path).parent_path();
+  }
+  // JSON is valid YAML 1.2, but yaml-cpp is slow on large JSON files and mis-types some numbers: read
+  // .json(.gz) with nlohmann instead (no per-key lines; JSON files are machine-written).
+  const bool is_json = path.ends_with(".json") || path.ends_with(".json.gz");
+  if (is_json) {
+    document d;
+    d.file = path;
+    d.base_dir = base;
+    try {
+      d.root = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw config_error(path, "", std::string("not valid JSON: ") + e.what());
+    }
+    return d;
+  }
+  return parse_document(text, path, base);
+}
+
+}  // namespace kf

@@ -1,0 +1,162 @@
+#include "kforge/problem.hpp"
+
+#include "kforge/error.hpp"
+#include "kforge/expr.hpp"
+#include "kforge/replay.hpp"
+
+namespace kf {
+
+namespace {
+param_type parse_type(const std::string& t, const config_location& loc) {
+  if (t == "int" || t == "uint" || t == "int32" || t == "int64" || t == "uint32" || t == "uint64") return param_type::integer;
+  if (t == "float" || t == "double" || t == "float32" || t == "float64" || t == "real") return param_type::real;
+  if (t == "bool" || t == "boolean") return param_type::boolean;
+  if (t == "string" || t == "str" || t == "enum") return param_type::string;
+  loc.fail("unknown parameter type '" + t + "' (expected int, uint, float, bool or string)");
+}
+
+std::vector<value> values_of(const nlohmann::json& j, const config_location& loc) {
+  value v;
+  if (j.is_string()) {
+    try {
+      v = expression::parse(j.get<std::string>()).evaluate();
+    } catch (const error& e) {
+      loc.fail(std::string("cannot evaluate the value list: ") + e.what());
+    }
+  } else if (j.is_array()) {
+    v = from_json(j);
+  } else {
+    loc.fail("expected a list of values or a Python expression that gives one");
+  }
+  if (!v.is_list()) loc.fail("the value expression gives " + v.repr() + ", not a list");
+  if (v.as_list().empty()) loc.fail("the value list is empty");
+  return v.as_list();
+}
+
+const nlohmann::json& require(const nlohmann::json& obj, const char* key, const config_location& loc) {
+  if (!obj.is_object()) loc.fail("expected a mapping");
+  auto it = obj.find(key);
+  if (it == obj.end()) loc.fail(std::string("missing key '") + key + "'");
+  return *it;
+}
+}  // namespace
+
+search_space t1_space(const document& doc) {
+  const auto& root = doc.root;
+  const auto cs_loc = doc.at("ConfigurationSpace");
+  const auto& cs = require(root, "ConfigurationSpace", doc.at(""));
+  const auto& tps = require(cs, "TuningParameters", cs_loc);
+  if (!tps.is_array() || tps.empty()) doc.at("ConfigurationSpace.TuningParameters").fail("expected a non-empty list");
+  std::vector<param> params;
+  for (std::size_t i = 0; i < tps.size(); ++i) {
+    const std::string base = "ConfigurationSpace.TuningParameters[" + std::to_string(i) + "]";
+    const auto& tp = tps[i];
+    const auto& name = require(tp, "Name", doc.at(base));
+    if (!name.is_string() || name.get<std::string>().empty()) doc.at(base + ".Name").fail("expected a non-empty string");
+    const auto& type = require(tp, "Type", doc.at(base));
+    if (!type.is_string()) doc.at(base + ".Type").fail("expected a string");
+    const auto t = parse_type(type.get<std::string>(), doc.at(base + ".Type"));
+    auto vals = values_of(require(tp, "Values", doc.at(base)), doc.at(base + ".Values"));
+    try {
+      params.push_back(make_param(name.get<std::string>(), t, std::move(vals)));
+    } catch (const config_error&) {
+      throw;
+    } catch (const error& e) {
+      doc.at(base + ".Values").fail(e.what());
+    }
+  }
+  std::vector<std::string> constraints;
+  if (cs.contains("Conditions")) {
+    const auto& conds = cs.at("Conditions");
+    if (!conds.is_array()) doc.at("ConfigurationSpace.Conditions").fail("expected a list");
+    for (std::size_t i = 0; i < conds.size(); ++i) {
+      const std::string base = "ConfigurationSpace.Conditions[" + std::to_string(i) + "]";
+      const auto& e = require(conds[i], "Expression", doc.at(base));
+      if (!e.is_string()) doc.at(base + ".Expression").fail("expected a string");
+      constraints.push_back(e.get<std::string>());
+      if (conds[i].contains("Parameters")) {
+        const auto& ps = conds[i].at("Parameters");
+        if (!ps.is_array()) doc.at(base + ".Parameters").fail("expected a list of parameter names");
+        for (std::size_t k = 0; k < ps.size(); ++k) {
+          bool known = false;
+          for (const auto& p : params) known |= ps[k].is_string() && p.name == ps[k].get<std::string>();
+          if (!known) doc.at(base + ".Parameters[" + std::to_string(k) + "]").fail("not a tuning parameter: " + ps[k].dump());
+        }
+      }
+    }
+  }
+  try {
+    return search_space(std::move(params), std::move(constraints));
+  } catch (const config_error&) {
+    throw;
+  } catch (const error& e) {
+    doc.at("ConfigurationSpace.Conditions").fail(e.what());
+  }
+}
+
+problem load_t1(const std::string& path) {
+  const auto doc = load_document(path);
+  problem p;
+  p.space = t1_space(doc);
+  p.source_kind = "t1";
+  p.source_file = path;
+  p.base_dir = doc.base_dir;
+  if (doc.root.contains("KernelSpecification")) p.kernel = doc.root.at("KernelSpecification");
+  if (doc.root.contains("General") && doc.root["General"].is_object() && doc.root["General"].contains("BenchmarkName") &&
+      doc.root["General"]["BenchmarkName"].is_string())
+    p.name = doc.root["General"]["BenchmarkName"].get<std::string>();
+  return p;
+}
+
+problem load_cache_problem(const std::string& path) {
+  const auto f = load_recorded_cached(path);
+  problem p;
+  p.space = recorded_space(*f);
+  p.source_kind = "cache";
+  p.source_file = path;
+  p.base_dir = std::filesystem::path(path).parent_path();
+  p.name = f->kernel_name;
+  return p;
+}
+
+problem load_problem(const document& doc, const std::string& key_path) {
+  const auto loc = doc.at(key_path);
+  const nlohmann::json* node = &doc.root;
+  // Walk the dotted key path (only plain keys are used here).
+  std::string k;
+  for (std::size_t i = 0; i <= key_path.size(); ++i) {
+    if (i == key_path.size() || key_path[i] == '.') {
+      if (!node->is_object() || !node->contains(k)) loc.fail("missing");
+      node = &node->at(k);
+      k.clear();
+    } else {
+      k += key_path[i];
+    }
+  }
+  if (!node->is_object()) loc.fail("expected a mapping with one of t1, cache, kernel");
+  std::string kind, file;
+  for (const auto& [key, v] : node->items()) {
+    if (key != "t1" && key != "cache" && key != "kernel" && key != "name")
+      doc.at(key_path + "." + key).fail("unknown key (expected one of t1, cache, kernel, name)");
+    if (key == "name") continue;
+    if (!kind.empty()) loc.fail("give exactly one of t1, cache, kernel");
+    if (!v.is_string()) doc.at(key_path + "." + key).fail("expected a file path");
+    kind = key;
+    file = resolve_path(v.get<std::string>(), doc.base_dir);
+  }
+  if (kind.empty()) loc.fail("give one of t1 (a T1 file), cache (a Kernel Tuner cache file), kernel (a kforge kernel description)");
+  problem p;
+  try {
+    if (kind == "t1") p = load_t1(file);
+    else if (kind == "cache") p = load_cache_problem(file);
+    else doc.at(key_path + ".kernel").fail("kforge kernel descriptions arrive with the GPU engine (issue 3)");
+  } catch (const config_error&) {
+    throw;
+  } catch (const error& e) {
+    doc.at(key_path + "." + kind).fail(e.what());
+  }
+  if (node->contains("name") && node->at("name").is_string()) p.name = node->at("name").get<std::string>();
+  return p;
+}
+
+}  // namespace kf

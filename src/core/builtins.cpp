@@ -1,0 +1,26 @@
+#include <mutex>
+
+#include "kforge/kforge.hpp"
+#include "kforge/replay.hpp"
+#include "kforge/strategies/common.hpp"
+#include "kforge/strategies/genetic.hpp"
+#include "kforge/strategies/random_search.hpp"
+
+namespace kf {
+
+void strategies::register_builtin_strategies() {
+  register_random_search();
+  register_genetic();
+}
+
+void register_builtins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    strategies::register_builtin_strategies();
+    register_replay_evaluator();
+  });
+}
+
+std::string_view version() noexcept { return KFORGE_VERSION; }
+
+}  // namespace kf

@@ -1,0 +1,212 @@
+#include "kforge/options.hpp"
+
+#include <cmath>
+
+#include "kforge/error.hpp"
+
+namespace kf {
+
+config_location config_location::child(std::string_view key) const {
+  return {file, key_path.empty() ? std::string(key) : key_path + "." + std::string(key)};
+}
+
+config_location config_location::index(std::size_t i) const {
+  return {file, key_path + "[" + std::to_string(i) + "]"};
+}
+
+void config_location::fail(const std::string& reason) const { throw config_error(file, key_path, reason); }
+
+std::string_view to_string(option_type t) noexcept {
+  switch (t) {
+    case option_type::integer: return "integer";
+    case option_type::real: return "number";
+    case option_type::boolean: return "boolean";
+    case option_type::string: return "string";
+    case option_type::list: return "list";
+    case option_type::object: return "mapping";
+    case option_type::any: return "any";
+  }
+  return "?";
+}
+
+option_spec int_option(std::string name, std::int64_t def, std::string doc, std::optional<double> min,
+                       std::optional<double> max) {
+  option_spec o;
+  o.name = std::move(name);
+  o.type = option_type::integer;
+  o.default_value = def;
+  o.doc = std::move(doc);
+  o.min = min;
+  o.max = max;
+  return o;
+}
+
+option_spec real_option(std::string name, double def, std::string doc, std::optional<double> min,
+                        std::optional<double> max) {
+  option_spec o = int_option(std::move(name), 0, std::move(doc), min, max);
+  o.type = option_type::real;
+  o.default_value = def;
+  return o;
+}
+
+option_spec bool_option(std::string name, bool def, std::string doc) {
+  option_spec o;
+  o.name = std::move(name);
+  o.type = option_type::boolean;
+  o.default_value = def;
+  o.doc = std::move(doc);
+  return o;
+}
+
+option_spec string_option(std::string name, std::string def, std::string doc, std::vector<std::string> choices) {
+  option_spec o;
+  o.name = std::move(name);
+  o.type = option_type::string;
+  o.default_value = std::move(def);
+  o.doc = std::move(doc);
+  o.choices = std::move(choices);
+  return o;
+}
+
+option_spec required_option(std::string name, option_type type, std::string doc) {
+  option_spec o;
+  o.name = std::move(name);
+  o.type = type;
+  o.doc = std::move(doc);
+  o.required = true;
+  return o;
+}
+
+option_spec optional_option(std::string name, option_type type, std::string doc) {
+  option_spec o;
+  o.name = std::move(name);
+  o.type = type;
+  o.doc = std::move(doc);
+  return o;
+}
+
+namespace {
+std::string known_names(std::span<const option_spec> specs) {
+  std::string s;
+  for (const auto& o : specs) s += (s.empty() ? "" : ", ") + o.name;
+  return s.empty() ? "(none)" : s;
+}
+
+std::string json_kind(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return "nothing";
+    case nlohmann::json::value_t::boolean: return "a boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned: return "an integer";
+    case nlohmann::json::value_t::number_float: return "a number";
+    case nlohmann::json::value_t::string: return "a string";
+    case nlohmann::json::value_t::array: return "a list";
+    case nlohmann::json::value_t::object: return "a mapping";
+    default: return "an unsupported value";
+  }
+}
+}  // namespace
+
+options::options(std::span<const option_spec> specs, const nlohmann::json& params, config_location where)
+    : where_(std::move(where)) {
+  if (!params.is_null() && !params.is_object())
+    where_.fail("expected a mapping of options, got " + json_kind(params));
+  if (params.is_object()) {
+    for (const auto& [key, v] : params.items()) {
+      bool known = false;
+      for (const auto& o : specs) known |= o.name == key;
+      if (!known) where_.child(key).fail("unknown option (known: " + known_names(specs) + ")");
+    }
+  }
+  for (const auto& o : specs) {
+    const auto loc = where_.child(o.name);
+    nlohmann::json v = params.is_object() && params.contains(o.name) ? params.at(o.name) : nlohmann::json();
+    if (v.is_null()) {
+      if (o.required) loc.fail("required option is missing (" + o.doc + ")");
+      values_[o.name] = o.default_value;
+      continue;
+    }
+    auto expect = [&](const std::string& what) { loc.fail("expected " + what + ", got " + json_kind(v) + " " + v.dump()); };
+    switch (o.type) {
+      case option_type::integer:
+        if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && std::fabs(v.get<double>()) < 9e15)
+          v = static_cast<std::int64_t>(v.get<double>());
+        if (!v.is_number_integer()) expect("an integer");
+        break;
+      case option_type::real:
+        if (!v.is_number()) expect("a number");
+        if (!std::isfinite(v.get<double>())) expect("a finite number");
+        break;
+      case option_type::boolean:
+        if (!v.is_boolean()) expect("true or false");
+        break;
+      case option_type::string:
+        if (!v.is_string()) expect("a string");
+        break;
+      case option_type::list:
+        if (!v.is_array()) expect("a list");
+        break;
+      case option_type::object:
+        if (!v.is_object()) expect("a mapping");
+        break;
+      case option_type::any: break;
+    }
+    if (v.is_number()) {
+      const double x = v.get<double>();
+      if (o.min && x < *o.min) loc.fail("must be >= " + nlohmann::json(*o.min).dump() + ", got " + v.dump());
+      if (o.max && x > *o.max) loc.fail("must be <= " + nlohmann::json(*o.max).dump() + ", got " + v.dump());
+    }
+    if (!o.choices.empty() && v.is_string()) {
+      bool ok = false;
+      std::string list;
+      for (const auto& c : o.choices) {
+        ok |= c == v.get<std::string>();
+        list += (list.empty() ? "" : ", ") + c;
+      }
+      if (!ok) loc.fail("expected one of " + list + ", got " + v.dump());
+    }
+    values_[o.name] = std::move(v);
+  }
+}
+
+const nlohmann::json& options::at(std::string_view name) const {
+  auto it = values_.find(std::string(name));
+  if (it == values_.end()) throw error("internal: option '" + std::string(name) + "' is not declared");
+  return *it;
+}
+
+bool options::has(std::string_view name) const {
+  auto it = values_.find(std::string(name));
+  return it != values_.end() && !it->is_null();
+}
+
+std::int64_t options::integer(std::string_view name) const { return at(name).get<std::int64_t>(); }
+double options::real(std::string_view name) const { return at(name).get<double>(); }
+bool options::boolean(std::string_view name) const { return at(name).get<bool>(); }
+const std::string& options::string(std::string_view name) const { return at(name).get_ref<const std::string&>(); }
+const nlohmann::json& options::json(std::string_view name) const { return at(name); }
+
+void options::fail(std::string_view name, const std::string& reason) const { where_.child(name).fail(reason); }
+
+std::string describe_options(std::span<const option_spec> specs) {
+  std::string out;
+  for (const auto& o : specs) {
+    out += "  " + o.name + " (" + std::string(to_string(o.type));
+    if (o.required)
+      out += ", required";
+    else if (!o.default_value.is_null())
+      out += ", default " + o.default_value.dump();
+    if (o.min || o.max) {
+      out += ", range [" + (o.min ? nlohmann::json(*o.min).dump() : std::string("-inf")) + ", " +
+             (o.max ? nlohmann::json(*o.max).dump() : std::string("inf")) + "]";
+    }
+    if (!o.choices.empty()) {
+      out += ", one of";
+      for (const auto& c : o.choices) out += " " + c;
+    }
+    out += "): " + o.doc + "\n";
+  }
+  return out;
+}
+
+}  // namespace kf

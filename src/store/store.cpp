@@ -1,0 +1,233 @@
+#include "kforge/store.hpp"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "kforge/error.hpp"
+
+namespace kf {
+
+namespace {
+using json = nlohmann::json;
+
+[[noreturn]] void sql_fail(sqlite3* db, const std::string& what) {
+  throw error("run store: " + what + ": " + (db ? sqlite3_errmsg(db) : "no database"));
+}
+
+struct statement {
+  sqlite3_stmt* s = nullptr;
+  sqlite3* db = nullptr;
+  statement(sqlite3* d, const char* sql) : db(d) {
+    if (sqlite3_prepare_v2(d, sql, -1, &s, nullptr) != SQLITE_OK) sql_fail(d, std::string("prepare ") + sql);
+  }
+  ~statement() { sqlite3_finalize(s); }
+  statement(const statement&) = delete;
+  statement& operator=(const statement&) = delete;
+  void bind(int i, double v) {
+    if (std::isnan(v)) sqlite3_bind_null(s, i);
+    else sqlite3_bind_double(s, i, v);
+  }
+  void bind(int i, std::int64_t v) { sqlite3_bind_int64(s, i, v); }
+  void bind(int i, const std::string& v) { sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+  double col_double(int i) const {
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN() : sqlite3_column_double(s, i);
+  }
+  std::int64_t col_int(int i) const { return sqlite3_column_int64(s, i); }
+  std::string col_text(int i) const {
+    const auto* p = sqlite3_column_text(s, i);
+    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
+  }
+};
+
+void exec(sqlite3* db, const char* sql) {
+  char* msg = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &msg) != SQLITE_OK) {
+    std::string m = msg ? msg : "?";
+    sqlite3_free(msg);
+    throw error(std::string("run store: ") + sql + ": " + m);
+  }
+}
+
+std::string indices_text(const config& c) {
+  std::string s;
+  for (std::size_t i = 0; i < c.size(); ++i) s += (i ? "," : "") + std::to_string(c[i]);
+  return s;
+}
+
+config parse_indices(const std::string& s) {
+  config c;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    std::size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    c.push_back(static_cast<std::uint32_t>(std::stoul(s.substr(i, j - i))));
+    i = j + 1;
+  }
+  return c;
+}
+
+json nan_safe(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
+}  // namespace
+
+struct run_store::impl {
+  std::filesystem::path dir;
+  sqlite3* db = nullptr;
+  ~impl() {
+    if (db) sqlite3_close(db);
+  }
+};
+
+run_store::run_store(const std::filesystem::path& dir) : impl_(std::make_unique<impl>()) {
+  impl_->dir = dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw error("cannot create run folder '" + dir.string() + "': " + ec.message());
+  const auto path = database_path().string();
+  if (sqlite3_open_v2(path.c_str(), &impl_->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK)
+    sql_fail(impl_->db, "open " + path);
+  sqlite3_busy_timeout(impl_->db, 5000);
+  // WAL + NORMAL: a committed transaction survives the process being killed (not a power cut).
+  exec(impl_->db, "PRAGMA journal_mode=WAL");
+  exec(impl_->db, "PRAGMA synchronous=NORMAL");
+  exec(impl_->db,
+       "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+       "CREATE TABLE IF NOT EXISTS trials ("
+       " sequence INTEGER PRIMARY KEY, batch INTEGER NOT NULL, indices TEXT NOT NULL UNIQUE,"
+       " status TEXT NOT NULL, time_ms REAL, time_iqr_ms REAL, time_min_ms REAL,"
+       " times_ms TEXT, cost_compile REAL, cost_check REAL, cost_benchmark REAL, cost_profile REAL,"
+       " cost_framework REAL, cost_strategy REAL, metrics TEXT, error TEXT, device TEXT, sm_clock_mhz REAL,"
+       " clock_s REAL, committed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')));");
+}
+
+run_store::~run_store() = default;
+run_store::run_store(run_store&&) noexcept = default;
+run_store& run_store::operator=(run_store&&) noexcept = default;
+
+const std::filesystem::path& run_store::dir() const noexcept { return impl_->dir; }
+std::filesystem::path run_store::database_path() const { return impl_->dir / "run.sqlite"; }
+
+void run_store::set_meta(const std::string& key, const json& v) {
+  statement st(impl_->db, "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value");
+  st.bind(1, key);
+  st.bind(2, v.dump());
+  if (sqlite3_step(st.s) != SQLITE_DONE) sql_fail(impl_->db, "write meta " + key);
+}
+
+json run_store::meta(const std::string& key) const {
+  statement st(impl_->db, "SELECT value FROM meta WHERE key=?1");
+  st.bind(1, key);
+  if (sqlite3_step(st.s) != SQLITE_ROW) return nullptr;
+  return json::parse(st.col_text(0));
+}
+
+bool run_store::has_meta(const std::string& key) const { return !meta(key).is_null(); }
+
+void run_store::commit(const trial& t) {
+  statement st(impl_->db,
+               "INSERT INTO trials(sequence, batch, indices, status, time_ms, time_iqr_ms, time_min_ms,"
+               " times_ms, cost_compile, cost_check, cost_benchmark, cost_profile, cost_framework, cost_strategy,"
+               " metrics, error, device, sm_clock_mhz, clock_s)"
+               " VALUES(?1,?2,?3,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)");
+  st.bind(1, static_cast<std::int64_t>(t.sequence));
+  st.bind(2, static_cast<std::int64_t>(t.batch));
+  st.bind(3, indices_text(t.cfg));
+  st.bind(5, std::string(to_string(t.st)));
+  st.bind(6, t.time_ms);
+  st.bind(7, t.time_iqr_ms);
+  st.bind(8, t.time_min_ms);
+  st.bind(9, json(t.times_ms).dump());
+  st.bind(10, t.cost.compile);
+  st.bind(11, t.cost.check);
+  st.bind(12, t.cost.benchmark);
+  st.bind(13, t.cost.profile);
+  st.bind(14, t.cost.framework);
+  st.bind(15, t.cost.strategy);
+  json m = json::object();
+  for (const auto& [k, v] : t.metrics) m[k] = nan_safe(v);
+  st.bind(16, m.dump());
+  st.bind(17, t.error);
+  st.bind(18, t.device);
+  st.bind(19, t.sm_clock_mhz);
+  st.bind(20, t.clock_s);
+  // A single INSERT is its own transaction in autocommit mode.
+  if (sqlite3_step(st.s) != SQLITE_DONE) sql_fail(impl_->db, "commit trial " + std::to_string(t.sequence));
+}
+
+std::vector<trial> run_store::trials() const {
+  statement st(impl_->db,
+               "SELECT sequence, batch, indices, status, time_ms, time_iqr_ms, time_min_ms, times_ms, cost_compile,"
+               " cost_check, cost_benchmark, cost_profile, cost_framework, cost_strategy, metrics, error, device,"
+               " sm_clock_mhz, clock_s FROM trials ORDER BY sequence");
+  std::vector<trial> out;
+  while (true) {
+    const int rc = sqlite3_step(st.s);
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) sql_fail(impl_->db, "read trials");
+    trial t;
+    t.sequence = static_cast<std::uint64_t>(st.col_int(0));
+    t.batch = static_cast<std::uint32_t>(st.col_int(1));
+    t.cfg = parse_indices(st.col_text(2));
+    auto s = status_from_string(st.col_text(3));
+    if (!s) throw error("run store: trial " + std::to_string(t.sequence) + " has unknown status '" + st.col_text(3) + "'");
+    t.st = *s;
+    t.time_ms = st.col_double(4);
+    t.time_iqr_ms = st.col_double(5);
+    t.time_min_ms = st.col_double(6);
+    const json times = json::parse(st.col_text(7));
+    for (const auto& x : times)
+      t.times_ms.push_back(x.is_number() ? x.get<double>() : std::numeric_limits<double>::quiet_NaN());
+    t.cost.compile = st.col_double(8);
+    t.cost.check = st.col_double(9);
+    t.cost.benchmark = st.col_double(10);
+    t.cost.profile = st.col_double(11);
+    t.cost.framework = st.col_double(12);
+    t.cost.strategy = st.col_double(13);
+    const json metrics = json::parse(st.col_text(14));
+    for (const auto& [k, v] : metrics.items())
+      t.metrics[k] = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+    t.error = st.col_text(15);
+    t.device = st.col_text(16);
+    t.sm_clock_mhz = st.col_double(17);
+    t.clock_s = st.col_double(18);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::size_t run_store::trial_count() const {
+  statement st(impl_->db, "SELECT COUNT(*) FROM trials");
+  if (sqlite3_step(st.s) != SQLITE_ROW) sql_fail(impl_->db, "count trials");
+  return static_cast<std::size_t>(st.col_int(0));
+}
+
+json describe_space(const search_space& space) {
+  json params = json::array();
+  for (const auto& p : space.params()) {
+    json vals = json::array();
+    for (const auto& v : p.values) vals.push_back(to_json(v));
+    params.push_back({{"name", p.name}, {"type", std::string(to_string(p.type))}, {"values", vals}});
+  }
+  json constraints = json::array();
+  for (const auto& c : space.constraint_sources()) constraints.push_back(c);
+  return {{"params", params}, {"constraints", constraints}};
+}
+
+search_space space_from_description(const json& d) {
+  std::vector<param> params;
+  for (const auto& p : d.at("params")) {
+    const auto t = p.at("type").get<std::string>();
+    param_type pt = t == "int" ? param_type::integer
+                    : t == "float" ? param_type::real
+                    : t == "bool" ? param_type::boolean
+                                  : param_type::string;
+    std::vector<value> vals;
+    for (const auto& v : p.at("values")) vals.push_back(from_json(v));
+    params.push_back(make_param(p.at("name").get<std::string>(), pt, std::move(vals)));
+  }
+  return search_space(std::move(params), {});
+}
+
+}  // namespace kf
