@@ -88,7 +88,36 @@ config genetic::make_child(const search_state& s) {
     for (std::size_t i = p; i < q; ++i) c[i] = b[i];
   }
   mutate(space, c);
+  if (c == a || c == b) {
+    // A copy of a parent teaches nothing: move one gene.
+    std::vector<std::size_t> movable;
+    for (std::size_t i = 0; i < d; ++i)
+      if (space.params()[i].values.size() > 1) movable.push_back(i);
+    if (!movable.empty()) {
+      const auto i = movable[rng_.index(movable.size())];
+      const auto n = static_cast<std::uint32_t>(space.params()[i].values.size());
+      if (space.params()[i].ordered && rng_.bernoulli(opt_.adjacent_mutation)) {
+        c[i] = c[i] == 0 ? 1 : (c[i] + 1 == n ? n - 2 : (rng_.bernoulli(0.5) ? c[i] + 1 : c[i] - 1));
+      } else {
+        auto v = static_cast<std::uint32_t>(rng_.index(n - 1));
+        c[i] = v >= c[i] ? v + 1 : v;
+      }
+    }
+  }
   return c;
+}
+
+std::optional<config> genetic::best_neighbour(const search_state& s, const std::vector<config>& taken) {
+  // The best individual whose one-gene neighbourhood still has unmeasured valid configurations.
+  for (const auto& m : population_) {
+    auto ns = s.space().neighbours(m.cfg, neighbourhood::hamming);
+    std::erase_if(ns, [&](const config& c) {
+      return s.seen(c) || std::find(taken.begin(), taken.end(), c) != taken.end();
+    });
+    if (!ns.empty()) return ns[rng_.index(ns.size())];
+    if (!std::isfinite(m.fit)) break;
+  }
+  return std::nullopt;
 }
 
 std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
@@ -115,6 +144,16 @@ std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
   std::size_t attempts = 0;
   while (out.size() < n && attempts < 50 * n + 100) {
     ++attempts;
+    if (opt_.local_search > 0 && rng_.bernoulli(opt_.local_search)) {
+      if (auto c = best_neighbour(s, out)) {
+        out.push_back(std::move(*c));
+        continue;
+      }
+    }
+    if (opt_.immigrants > 0 && rng_.bernoulli(opt_.immigrants)) {
+      if (!add_random()) break;
+      continue;
+    }
     config c = make_child(s);
     if (!repair(s.space(), c)) {
       auto r = draw_unseen(s, rng_, out);
@@ -130,7 +169,7 @@ std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
       if (std::none_of(offspring_.begin(), offspring_.end(), [&](const member& m) { return m.cfg == c; }) &&
           std::none_of(population_.begin(), population_.end(), [&](const member& m) { return m.cfg == c; })) {
         offspring_.push_back({c, fitness(*t)});
-        if (offspring_.size() + awaiting_ >= opt_.population_size && awaiting_ == 0) next_generation();
+        if (offspring_.size() >= generation_size() && awaiting_ == 0) next_generation();
       }
       continue;
     }
@@ -149,14 +188,15 @@ void genetic::observe(const search_state&, std::span<const trial> done) {
     if (awaiting_ > 0) --awaiting_;
   }
   if (population_.empty()) {
-    if (awaiting_ == 0 && !offspring_.empty()) {
+    // The initial population forms once it is complete (or the space ran out of configurations).
+    if (awaiting_ == 0 && !offspring_.empty() && (offspring_.size() >= opt_.population_size || exhausted_)) {
       population_ = std::move(offspring_);
       offspring_.clear();
       std::stable_sort(population_.begin(), population_.end(), [](const member& x, const member& y) { return x.fit < y.fit; });
     }
     return;
   }
-  if (offspring_.size() >= opt_.population_size && awaiting_ == 0) next_generation();
+  if (offspring_.size() >= generation_size() && awaiting_ == 0) next_generation();
 }
 
 void genetic::next_generation() {
@@ -185,7 +225,7 @@ void register_genetic() {
       "ga",
       "constraint-aware genetic algorithm: rank selection, crossover, mutation, repair, elitism",
       {
-          int_option("population_size", 20, "individuals per generation", 2, 100000),
+          int_option("population_size", 10, "individuals in the population", 2, 100000),
           string_option("crossover", "uniform", "crossover operator", {"uniform", "single_point", "two_point"}),
           real_option("mutation_rate", 0.15, "probability that a gene mutates", 0, 1),
           real_option("adjacent_mutation", 0.5, "probability that an ordered gene moves one step", 0, 1),
@@ -194,6 +234,9 @@ void register_genetic() {
                         "next generation from the offspring and elites (generational) or the best of both (plus)",
                         {"generational", "plus"}),
           real_option("selection_pressure", 1.5, "exponent of the rank weights", 0, 10),
+          real_option("immigrants", 0.0, "fraction of children drawn uniformly from the valid set", 0, 1),
+          int_option("generation_size", 1, "children bred before the population is updated (0: population_size)", 0, 100000),
+          real_option("local_search", 0.0, "fraction of children that are unmeasured one-gene neighbours of the best", 0, 1),
       },
       [](const options& o) {
         genetic_options g;
@@ -204,6 +247,9 @@ void register_genetic() {
         g.elites = static_cast<std::size_t>(o.integer("elites"));
         g.replacement = o.string("replacement");
         g.selection_pressure = o.real("selection_pressure");
+        g.immigrants = o.real("immigrants");
+        g.generation_size = static_cast<std::size_t>(o.integer("generation_size"));
+        g.local_search = o.real("local_search");
         if (g.elites > g.population_size) o.fail("elites", "must not exceed population_size");
         return strategy(genetic(g), "ga");
       },

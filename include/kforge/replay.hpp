@@ -19,7 +19,10 @@ std::shared_ptr<const recorded_file> load_recorded_cached(const std::string& pat
 
 class replay_evaluator {
  public:
-  replay_evaluator(std::shared_ptr<const recorded_file> file, const search_space& space, std::size_t parallelism = 1);
+  /// `latency_ms`: real time each evaluation takes (a sleep), to exercise schedulers, progress output and
+  /// kill/resume on a realistic time scale; 0 (the default) replays as fast as possible.
+  replay_evaluator(std::shared_ptr<const recorded_file> file, const search_space& space, std::size_t parallelism = 1,
+                   double latency_ms = 0);
 
   std::vector<trial> evaluate(std::span<const evaluation_request> batch) const;
   std::size_t parallelism() const noexcept { return parallelism_; }
@@ -34,6 +37,7 @@ class replay_evaluator {
   std::shared_ptr<const recorded_file> file_;
   std::shared_ptr<const bound_records> bound_;
   std::size_t parallelism_;
+  double latency_ms_ = 0;
   std::size_t unrecorded_valid_ = 0;
   std::string device_;
 };

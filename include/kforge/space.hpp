@@ -54,8 +54,8 @@ param make_param(std::string name, param_type type, std::vector<value> values);
 
 enum class neighbourhood {
   hamming,            ///< differs in exactly one parameter, any value
-  adjacent,           ///< every parameter within one index step (Kernel Tuner's "adjacent")
-  strictly_adjacent,  ///< exactly one parameter moved by one index step
+  adjacent,           ///< every parameter within one index step (unordered: any value; Kernel Tuner's "adjacent")
+  strictly_adjacent,  ///< exactly one parameter moved by one index step (unordered: to any other value)
 };
 
 /// The valid configurations of a space, in lexicographic parameter order (the order of

@@ -39,6 +39,8 @@ std::string read_file(const std::string& path) {
     throw error("no embedded file '" + std::string(name) + "'");
   }
   if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) throw error("cannot open '" + path + "': no such file");
     gzFile f = gzopen(path.c_str(), "rb");
     if (!f) throw error("cannot open '" + path + "'");
     std::string out;
@@ -51,6 +53,11 @@ std::string read_file(const std::string& path) {
     gzclose(f);
     if (n < 0 || !err.empty()) throw error("cannot decompress '" + path + "': " + err);
     return out;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw error("cannot open '" + path + "': " +
+                (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error("cannot open '" + path + "'");
@@ -93,7 +100,7 @@ nlohmann::json scalar(const YAML::Node& n) {
 
 nlohmann::json convert(const YAML::Node& n, const std::string& path, std::map<std::string, int>& lines,
                        const std::string& file) {
-  lines.emplace(path, n.Mark().line + 1);
+  lines.emplace(path, n.Mark().line + 1);  // a mapping entry's own line was recorded from its key
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined: return nullptr;
@@ -116,7 +123,9 @@ nlohmann::json convert(const YAML::Node& n, const std::string& path, std::map<st
         if (o.contains(key))
           throw config_error(file + ":" + std::to_string(kv.first.Mark().line + 1), path.empty() ? key : path + "." + key,
                              "key appears twice");
-        o[key] = convert(kv.second, path.empty() ? key : path + "." + key, lines, file);
+        const std::string child = path.empty() ? key : path + "." + key;
+        lines.emplace(child, kv.first.Mark().line + 1);
+        o[key] = convert(kv.second, child, lines, file);
       }
       return o;
     }

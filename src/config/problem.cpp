@@ -150,8 +150,9 @@ problem load_problem(const document& doc, const std::string& key_path) {
     if (kind == "t1") p = load_t1(file);
     else if (kind == "cache") p = load_cache_problem(file);
     else doc.at(key_path + ".kernel").fail("kforge kernel descriptions arrive with the GPU engine (issue 3)");
-  } catch (const config_error&) {
-    throw;
+  } catch (const config_error& e) {
+    // Name the key of this config that led to the file, then what is wrong inside it.
+    doc.at(key_path + "." + kind).fail(std::string("in ") + e.what());
   } catch (const error& e) {
     doc.at(key_path + "." + kind).fail(e.what());
   }

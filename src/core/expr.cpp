@@ -14,7 +14,7 @@ namespace {
 const detail::expr_program& none_program() {
   static const detail::expr_program program = [] {
     detail::expr_program p;
-    p.constants.push_back(value());
+    p.constants.emplace_back();
     p.nodes.push_back(detail::node{detail::node_kind::constant, 0, 0, 0, 0, 0});
     return p;
   }();
@@ -23,7 +23,8 @@ const detail::expr_program& none_program() {
 
 [[noreturn]] void slot_count_mismatch(const detail::expr_program& p, std::size_t given) {
   std::string names;
-  for (const auto& n : p.free_names) names += (names.empty() ? "" : ", ") + n;
+  for (const auto& n : p.free_names)
+    names += (names.empty() ? "" : ", ") + n;
   throw error("expression '" + p.source + "' takes " + std::to_string(p.free_names.size()) + " value(s) (" +
               names + ") but " + std::to_string(given) + " were given");
 }
@@ -43,13 +44,17 @@ expression& expression::operator=(const expression&) = default;
 expression& expression::operator=(expression&&) noexcept = default;
 expression::~expression() = default;
 
-const std::string& expression::source() const noexcept { return program_ ? program_->source : none_program().source; }
+const std::string& expression::source() const noexcept {
+  return program_ ? program_->source : none_program().source;
+}
 
 std::span<const std::string> expression::free_names() const noexcept {
   return program_ ? std::span<const std::string>(program_->free_names) : std::span<const std::string>();
 }
 
-bool expression::is_constant() const noexcept { return !program_ || program_->constant; }
+bool expression::is_constant() const noexcept {
+  return !program_ || program_->constant;
+}
 
 value expression::evaluate(std::span<const value* const> slots) const {
   const detail::expr_program& p = program_ ? *program_ : none_program();
@@ -68,15 +73,19 @@ value expression::evaluate_values(std::span<const value> slots) const {
   static constexpr std::size_t kInline = 16;
   if (slots.size() <= kInline) {
     std::array<const value*, kInline> ptrs{};
-    for (std::size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      ptrs[i] = &slots[i];
     return evaluate(std::span<const value* const>(ptrs.data(), slots.size()));
   }
   std::vector<const value*> ptrs(slots.size());
-  for (std::size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    ptrs[i] = &slots[i];
   return evaluate(ptrs);
 }
 
-value expression::evaluate() const { return evaluate(std::span<const value* const>()); }
+value expression::evaluate() const {
+  return evaluate(std::span<const value* const>());
+}
 
 bool expression::test(std::span<const value* const> slots) const {
   const detail::expr_program& p = program_ ? *program_ : none_program();

@@ -19,86 +19,136 @@ namespace kf::detail {
 
 std::string_view symbol(binop op) noexcept {
   switch (op) {
-    case binop::add: return "+";
-    case binop::sub: return "-";
-    case binop::mul: return "*";
-    case binop::truediv: return "/";
-    case binop::floordiv: return "//";
-    case binop::mod: return "%";
-    case binop::pow: return "** or pow()";
-    case binop::lshift: return "<<";
-    case binop::rshift: return ">>";
-    case binop::bit_and: return "&";
-    case binop::bit_or: return "|";
-    case binop::bit_xor: return "^";
+    case binop::add:
+      return "+";
+    case binop::sub:
+      return "-";
+    case binop::mul:
+      return "*";
+    case binop::truediv:
+      return "/";
+    case binop::floordiv:
+      return "//";
+    case binop::mod:
+      return "%";
+    case binop::pow:
+      return "** or pow()";
+    case binop::lshift:
+      return "<<";
+    case binop::rshift:
+      return ">>";
+    case binop::bit_and:
+      return "&";
+    case binop::bit_or:
+      return "|";
+    case binop::bit_xor:
+      return "^";
   }
   return "?";
 }
 
 std::string_view symbol(cmpop op) noexcept {
   switch (op) {
-    case cmpop::eq: return "==";
-    case cmpop::ne: return "!=";
-    case cmpop::lt: return "<";
-    case cmpop::le: return "<=";
-    case cmpop::gt: return ">";
-    case cmpop::ge: return ">=";
-    case cmpop::in: return "in";
-    case cmpop::not_in: return "not in";
+    case cmpop::eq:
+      return "==";
+    case cmpop::ne:
+      return "!=";
+    case cmpop::lt:
+      return "<";
+    case cmpop::le:
+      return "<=";
+    case cmpop::gt:
+      return ">";
+    case cmpop::ge:
+      return ">=";
+    case cmpop::in:
+      return "in";
+    case cmpop::not_in:
+      return "not in";
   }
   return "?";
 }
 
 std::string_view symbol(unop op) noexcept {
   switch (op) {
-    case unop::neg: return "-";
-    case unop::pos: return "+";
-    case unop::invert: return "~";
+    case unop::neg:
+      return "-";
+    case unop::pos:
+      return "+";
+    case unop::invert:
+      return "~";
   }
   return "?";
 }
 
 std::string_view name_of(builtin b) noexcept {
   switch (b) {
-    case builtin::min: return "min";
-    case builtin::max: return "max";
-    case builtin::abs: return "abs";
-    case builtin::len: return "len";
-    case builtin::sum: return "sum";
-    case builtin::range: return "range";
-    case builtin::list: return "list";
-    case builtin::tuple: return "tuple";
-    case builtin::to_int: return "int";
-    case builtin::to_float: return "float";
-    case builtin::to_bool: return "bool";
-    case builtin::to_str: return "str";
-    case builtin::round: return "round";
-    case builtin::pow: return "pow";
-    case builtin::any: return "any";
-    case builtin::all: return "all";
-    case builtin::sorted: return "sorted";
+    case builtin::min:
+      return "min";
+    case builtin::max:
+      return "max";
+    case builtin::abs:
+      return "abs";
+    case builtin::len:
+      return "len";
+    case builtin::sum:
+      return "sum";
+    case builtin::range:
+      return "range";
+    case builtin::list:
+      return "list";
+    case builtin::tuple:
+      return "tuple";
+    case builtin::to_int:
+      return "int";
+    case builtin::to_float:
+      return "float";
+    case builtin::to_bool:
+      return "bool";
+    case builtin::to_str:
+      return "str";
+    case builtin::round:
+      return "round";
+    case builtin::pow:
+      return "pow";
+    case builtin::any:
+      return "any";
+    case builtin::all:
+      return "all";
+    case builtin::sorted:
+      return "sorted";
   }
   return "?";
 }
 
-void fail(std::uint32_t pos, std::string reason) { throw eval_failure{pos, std::move(reason)}; }
+void fail(std::uint32_t pos, std::string reason) {
+  throw eval_failure{pos, std::move(reason)};
+}
 
-void fail_overflow(std::uint32_t pos) { fail(pos, "integer overflow"); }
+void fail_overflow(std::uint32_t pos) {
+  fail(pos, "integer overflow");
+}
 
 namespace {
 
 std::string_view tag_name(const num& n) noexcept {
   switch (n.tag) {
-    case num::boolean: return "bool";
-    case num::integer: return "int";
-    case num::real: break;
+    case num::boolean:
+      return "bool";
+    case num::integer:
+      return "int";
+    case num::real:
+      break;
   }
   return "float";
 }
 
-std::string quoted(std::string_view type) { return "'" + std::string(type) + "'"; }
+std::string quoted(std::string_view type) {
+  return "'" + std::string(type) + "'";
+}
 
-[[noreturn]] void fail_operands(std::string_view op, std::string_view a, std::string_view b, std::uint32_t pos) {
+[[noreturn]] void fail_operands(std::string_view op, std::string_view a, std::string_view b,
+                                std::uint32_t pos) {
   fail(pos, "unsupported operand type(s) for " + std::string(op) + ": " + quoted(a) + " and " + quoted(b));
 }
 
@@ -131,7 +181,9 @@ double float_mod(double x, double y) {
   return mod;
 }
 
-bool is_odd_integer(double y) { return std::fmod(std::fabs(y), 2.0) == 1.0; }
+bool is_odd_integer(double y) {
+  return std::fmod(std::fabs(y), 2.0) == 1.0;
+}
 
 // CPython's float_pow, except that a negative base with a fractional exponent is an error (Python
 // would produce a complex number) and overflow is an error as in Python.
@@ -165,7 +217,9 @@ double float_pow(double x, double y, std::uint32_t pos) {
   return negate ? -r : r;
 }
 
-bool fits_int64(double t) noexcept { return t >= -9223372036854775808.0 && t < 9223372036854775808.0; }
+bool fits_int64(double t) noexcept {
+  return t >= -9223372036854775808.0 && t < 9223372036854775808.0;
+}
 
 // Rounds half to even; x is finite.
 double round_half_even(double x) {
@@ -197,7 +251,8 @@ double round_decimal(double x, std::int64_t n) {
   std::string kept = digits.substr(0, k);
   if (up) {
     std::size_t i = kept.size();
-    while (i > 0 && kept[i - 1] == '9') kept[--i] = '0';
+    while (i > 0 && kept[i - 1] == '9')
+      kept[--i] = '0';
     if (i == 0) {
       kept.insert(kept.begin(), '1');
     } else {
@@ -227,7 +282,8 @@ num num_binary_slow(binop op, const num& a, const num& b, std::uint32_t pos) {
   switch (op) {
     case binop::add:
     case binop::sub:
-    case binop::mul: return num_binary(op, a, b, pos);  // not reached: handled inline
+    case binop::mul:
+      return num_binary(op, a, b, pos);  // handled there completely (no recursion)
     case binop::truediv:
       if (ints) {
         if (b.i == 0) fail(pos, "division by zero");
@@ -241,7 +297,7 @@ num num_binary_slow(binop op, const num& a, const num& b, std::uint32_t pos) {
       if (ints) {
         if (b.i == 0) fail(pos, "integer division by zero");
         if (a.i == std::numeric_limits<std::int64_t>::min()) fail_overflow(pos);  // b == -1
-        return num_binary(op, a, b, pos);
+        return num::make_int(-a.i);
       } else {
         const double y = num_as_real(b);
         if (y == 0.0) fail(pos, "float floor division by zero");
@@ -256,19 +312,24 @@ num num_binary_slow(binop op, const num& a, const num& b, std::uint32_t pos) {
         if (y == 0.0) fail(pos, "float modulo by zero");
         return num::make_real(float_mod(num_as_real(a), y));
       }
-    case binop::pow: return num_pow(a, b, pos);
+    case binop::pow:
+      return num_pow(a, b, pos);
     case binop::lshift:
     case binop::rshift:
     case binop::bit_and:
     case binop::bit_or:
-    case binop::bit_xor: break;
+    case binop::bit_xor:
+      break;
   }
   if (!ints) fail_operands(symbol(op), tag_name(a), tag_name(b), pos);
   const bool bools = a.tag == num::boolean && b.tag == num::boolean;
   switch (op) {
-    case binop::bit_and: return bools ? num::make_bool(a.i & b.i) : num::make_int(a.i & b.i);
-    case binop::bit_or: return bools ? num::make_bool(a.i | b.i) : num::make_int(a.i | b.i);
-    case binop::bit_xor: return bools ? num::make_bool(a.i ^ b.i) : num::make_int(a.i ^ b.i);
+    case binop::bit_and:
+      return bools ? num::make_bool(a.i & b.i) : num::make_int(a.i & b.i);
+    case binop::bit_or:
+      return bools ? num::make_bool(a.i | b.i) : num::make_int(a.i | b.i);
+    case binop::bit_xor:
+      return bools ? num::make_bool(a.i ^ b.i) : num::make_int(a.i ^ b.i);
     case binop::lshift: {
       if (b.i < 0) fail(pos, "negative shift count");
       if (a.i == 0) return num::make_int(0);
@@ -281,7 +342,8 @@ num num_binary_slow(binop op, const num& a, const num& b, std::uint32_t pos) {
       if (b.i < 0) fail(pos, "negative shift count");
       if (b.i >= 64) return num::make_int(a.i < 0 ? -1 : 0);
       return num::make_int(a.i >> b.i);
-    default: break;
+    default:
+      break;
   }
   return num::make_int(0);  // not reached
 }
@@ -312,7 +374,8 @@ num num_unary(unop op, const num& a, std::uint32_t pos) {
       if (a.tag == num::real) return num::make_real(-a.d);
       if (a.i == std::numeric_limits<std::int64_t>::min()) fail_overflow(pos);
       return num::make_int(-a.i);
-    case unop::pos: return a.tag == num::real ? a : num::make_int(a.i);
+    case unop::pos:
+      return a.tag == num::real ? a : num::make_int(a.i);
     case unop::invert:
       if (a.tag == num::real) fail(pos, "bad operand type for unary ~: 'float'");
       return num::make_int(~a.i);
@@ -358,7 +421,8 @@ num num_round_digits(const num& a, const num& ndigits, std::uint32_t pos) {
       return num::make_int(0);
     }
     std::int64_t p = 1;
-    for (std::int64_t k = 0; k < -n; ++k) p *= 10;
+    for (std::int64_t k = 0; k < -n; ++k)
+      p *= 10;
     std::int64_t q = x / p, r = x % p;
     if (r < 0) {  // floor division
       r += p;
@@ -382,7 +446,9 @@ num num_round_digits(const num& a, const num& ndigits, std::uint32_t pos) {
 
 namespace {
 
-value make_char(char c) { return value(std::string(1, c)); }
+value make_char(char c) {
+  return value(std::string(1, c));
+}
 
 std::int64_t checked_length(std::int64_t n, std::uint32_t pos) {
   if (n > max_sequence_length) {
@@ -395,9 +461,11 @@ std::int64_t checked_length(std::int64_t n, std::uint32_t pos) {
 template <class F>
 void for_each_item(const value& v, std::uint32_t pos, F&& f) {
   if (v.is_list()) {
-    for (const value& e : v.as_list()) f(e);
+    for (const value& e : v.as_list())
+      f(e);
   } else if (v.is_string()) {
-    for (char c : v.as_string()) f(make_char(c));
+    for (char c : v.as_string())
+      f(make_char(c));
   } else {
     fail(pos, quoted(v.type_name()) + " object is not iterable");
   }
@@ -418,7 +486,8 @@ value repeat(const value& seq, std::int64_t n, std::uint32_t pos) {
     checked_length(n > max_sequence_length ? n : static_cast<std::int64_t>(s.size()) * n, pos);
     std::string out;
     out.reserve(s.size() * static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) out += s;
+    for (std::int64_t i = 0; i < n; ++i)
+      out += s;
     return value(std::move(out));
   }
   const value_list& l = seq.as_list();
@@ -426,7 +495,8 @@ value repeat(const value& seq, std::int64_t n, std::uint32_t pos) {
   checked_length(n > max_sequence_length ? n : static_cast<std::int64_t>(l.size()) * n, pos);
   value_list out;
   out.reserve(l.size() * static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) out.insert(out.end(), l.begin(), l.end());
+  for (std::int64_t i = 0; i < n; ++i)
+    out.insert(out.end(), l.begin(), l.end());
   return value(std::move(out));
 }
 
@@ -435,8 +505,8 @@ int ordered_compare(const value& a, const value& b, cmpop op, std::uint32_t pos)
     return value::compare(a, b);
   } catch (const error& e) {
     if (a.type() != b.type() && !(a.is_number() && b.is_number())) {
-      fail(pos, "'" + std::string(symbol(op)) + "' not supported between instances of " + quoted(a.type_name()) +
-                    " and " + quoted(b.type_name()));
+      fail(pos, "'" + std::string(symbol(op)) + "' not supported between instances of " +
+                    quoted(a.type_name()) + " and " + quoted(b.type_name()));
     }
     std::string msg = e.what();
     if (msg.rfind("'<'", 0) == 0) msg.replace(0, 3, "'" + std::string(symbol(op)) + "'");
@@ -491,22 +561,32 @@ value binary_value(binop op, const value& a, const value& b, std::uint32_t pos) 
 
 bool compare_values(cmpop op, const value& a, const value& b, std::uint32_t pos) {
   switch (op) {
-    case cmpop::in: return contains(b, a, pos);
-    case cmpop::not_in: return !contains(b, a, pos);
-    case cmpop::eq: return a == b;
-    case cmpop::ne: return a != b;
-    default: break;
+    case cmpop::in:
+      return contains(b, a, pos);
+    case cmpop::not_in:
+      return !contains(b, a, pos);
+    case cmpop::eq:
+      return a == b;
+    case cmpop::ne:
+      return a != b;
+    default:
+      break;
   }
   num x, y;
   if (to_num(a, x) && to_num(b, y)) return num_compare(op, x, y);
   const int c = ordered_compare(a, b, op, pos);
   if (c == 2) return false;  // unordered (NaN inside lists)
   switch (op) {
-    case cmpop::lt: return c < 0;
-    case cmpop::le: return c <= 0;
-    case cmpop::gt: return c > 0;
-    case cmpop::ge: return c >= 0;
-    default: return false;
+    case cmpop::lt:
+      return c < 0;
+    case cmpop::le:
+      return c <= 0;
+    case cmpop::gt:
+      return c > 0;
+    case cmpop::ge:
+      return c >= 0;
+    default:
+      return false;
   }
 }
 
@@ -514,7 +594,8 @@ namespace {
 
 value unary_value(unop op, const value& a, std::uint32_t pos) {
   num x;
-  if (!to_num(a, x)) fail(pos, "bad operand type for unary " + std::string(symbol(op)) + ": " + quoted(a.type_name()));
+  if (!to_num(a, x))
+    fail(pos, "bad operand type for unary " + std::string(symbol(op)) + ": " + quoted(a.type_name()));
   return to_value(num_unary(op, x, pos));
 }
 
@@ -533,7 +614,8 @@ value subscript_value(const value& obj, const value& index, std::uint32_t pos) {
   return is_list ? obj.as_list()[k] : make_char(obj.as_string()[k]);
 }
 
-value slice_value(const value& obj, const value& start, const value& stop, const value& step, std::uint32_t pos) {
+value slice_value(const value& obj, const value& start, const value& stop, const value& step,
+                  std::uint32_t pos) {
   if (!obj.is_list() && !obj.is_string()) fail(pos, quoted(obj.type_name()) + " object is not subscriptable");
   for (const value* v : {&start, &stop, &step}) {
     if (!v->is_none() && !v->is_integral()) {
@@ -566,13 +648,15 @@ value slice_value(const value& obj, const value& start, const value& stop, const
     const value_list& l = obj.as_list();
     value_list out;
     out.reserve(static_cast<std::size_t>(count));
-    for (std::int64_t j = 0; j < count; ++j) out.push_back(l[static_cast<std::size_t>(lo + j * st)]);
+    for (std::int64_t j = 0; j < count; ++j)
+      out.push_back(l[static_cast<std::size_t>(lo + j * st)]);
     return value(std::move(out));
   }
   const std::string& s = obj.as_string();
   std::string out;
   out.reserve(static_cast<std::size_t>(count));
-  for (std::int64_t j = 0; j < count; ++j) out += s[static_cast<std::size_t>(lo + j * st)];
+  for (std::int64_t j = 0; j < count; ++j)
+    out += s[static_cast<std::size_t>(lo + j * st)];
   return value(std::move(out));
 }
 
@@ -632,7 +716,8 @@ bool parse_python_float(std::string_view text, double& out) {
     if (digits() == 0) return false;
   }
   if (i != text.size()) return false;
-  const auto res = std::from_chars(clean.data(), clean.data() + clean.size(), out, std::chars_format::general);
+  const auto res =
+      std::from_chars(clean.data(), clean.data() + clean.size(), out, std::chars_format::general);
   if (res.ptr != clean.data() + clean.size()) return false;
   if (res.ec == std::errc::result_out_of_range) {
     // Decimal magnitude: exponent plus the position of the first nonzero digit.
@@ -647,7 +732,8 @@ bool parse_python_float(std::string_view text, double& out) {
     const std::string_view mant(clean.data(), epos == std::string::npos ? clean.size() : epos);
     const std::size_t dot = std::min(mant.find('.'), mant.size());
     const std::size_t nz = mant.find_first_of("123456789");
-    const long long position = nz < dot ? static_cast<long long>(dot - nz) : -static_cast<long long>(nz - dot - 1);
+    const long long position =
+        nz < dot ? static_cast<long long>(dot - nz) : -static_cast<long long>(nz - dot - 1);
     out = exponent + position > 0 ? std::numeric_limits<double>::infinity() : 0.0;
   }
   return true;
@@ -665,7 +751,8 @@ value parse_float_string(const std::string& s, std::uint32_t pos) {
   if (s[b] == '+' || s[b] == '-') negative = s[b++] == '-';
   std::string body = s.substr(b, e - b);
   std::string lower = body;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : lower)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   double d = 0.0;
   if (lower == "inf" || lower == "infinity") {
     d = std::numeric_limits<double>::infinity();
@@ -693,9 +780,35 @@ value min_max(std::span<const value> args, std::uint32_t pos) {
     for_each_item(args[0], pos, consider);
     if (best == nullptr) fail(pos, std::string(name) + "() arg is an empty sequence");
   } else {
-    for (const value& a : args) consider(a);
+    for (const value& a : args)
+      consider(a);
   }
   return *best;
+}
+
+// An upper bound of v.repr().size(), or some number above `limit` once the bound exceeds it. Lists
+// may share elements ([[0] * 10**7] * 10**7), so this walk is what keeps str() from exhausting memory.
+std::size_t repr_length_bound(const value& v, std::size_t limit) {
+  switch (v.type()) {
+    case value::kind::none:
+      return 4;
+    case value::kind::boolean:
+      return 5;
+    case value::kind::integer:
+      return 20;
+    case value::kind::real:
+      return 24;
+    case value::kind::string:
+      return 2 + 2 * v.as_string().size();
+    case value::kind::list:
+      break;
+  }
+  std::size_t total = 2;
+  for (const value& e : v.as_list()) {
+    total += 2 + repr_length_bound(e, limit);
+    if (total > limit) break;
+  }
+  return total;
 }
 
 value range_value(std::span<const value> args, std::uint32_t pos) {
@@ -714,7 +827,9 @@ value range_value(std::span<const value> args, std::uint32_t pos) {
   // Length without overflow: the distance and the step's magnitude as unsigned numbers.
   std::uint64_t count = 0;
   if (step > 0 && start < stop) {
-    count = (static_cast<std::uint64_t>(stop) - static_cast<std::uint64_t>(start) - 1) / static_cast<std::uint64_t>(step) + 1;
+    count = (static_cast<std::uint64_t>(stop) - static_cast<std::uint64_t>(start) - 1) /
+                static_cast<std::uint64_t>(step) +
+            1;
   } else if (step < 0 && stop < start) {
     const std::uint64_t magnitude = 0 - static_cast<std::uint64_t>(step);
     count = (static_cast<std::uint64_t>(start) - static_cast<std::uint64_t>(stop) - 1) / magnitude + 1;
@@ -726,15 +841,18 @@ value range_value(std::span<const value> args, std::uint32_t pos) {
   out.reserve(static_cast<std::size_t>(count));
   for (std::uint64_t j = 0; j < count; ++j) {
     // Modulo 2**64: the intermediate may wrap, the element itself lies between start and stop.
-    out.emplace_back(static_cast<std::int64_t>(static_cast<std::uint64_t>(start) + j * static_cast<std::uint64_t>(step)));
+    out.emplace_back(
+        static_cast<std::int64_t>(static_cast<std::uint64_t>(start) + j * static_cast<std::uint64_t>(step)));
   }
   return value(std::move(out));
 }
 
 value call_builtin(builtin b, std::span<const value> args, std::uint32_t pos) {
   switch (b) {
-    case builtin::min: return min_max<false>(args, pos);
-    case builtin::max: return min_max<true>(args, pos);
+    case builtin::min:
+      return min_max<false>(args, pos);
+    case builtin::max:
+      return min_max<true>(args, pos);
     case builtin::abs: {
       num x;
       if (!to_num(args[0], x)) fail(pos, "bad operand type for abs(): " + quoted(args[0].type_name()));
@@ -750,9 +868,11 @@ value call_builtin(builtin b, std::span<const value> args, std::uint32_t pos) {
       for_each_item(args[0], pos, [&](const value& e) { acc = binary_value(binop::add, acc, e, pos); });
       return acc;
     }
-    case builtin::range: return range_value(args, pos);
+    case builtin::range:
+      return range_value(args, pos);
     case builtin::list:
-    case builtin::tuple: return args.empty() ? value(value_list{}) : as_list_value(args[0], pos);
+    case builtin::tuple:
+      return args.empty() ? value(value_list{}) : as_list_value(args[0], pos);
     case builtin::to_int: {
       if (args.empty()) return value(0);
       num x;
@@ -767,16 +887,25 @@ value call_builtin(builtin b, std::span<const value> args, std::uint32_t pos) {
       if (args[0].is_string()) return parse_float_string(args[0].as_string(), pos);
       fail(pos, "float() argument must be a string or a real number, not " + quoted(args[0].type_name()));
     }
-    case builtin::to_bool: return value(!args.empty() && args[0].truthy());
-    case builtin::to_str: return args.empty() ? value(std::string()) : value(args[0].str());
+    case builtin::to_bool:
+      return value(!args.empty() && args[0].truthy());
+    case builtin::to_str:
+      if (args.empty()) return value(std::string());
+      if (repr_length_bound(args[0], static_cast<std::size_t>(max_sequence_length)) >
+          static_cast<std::size_t>(max_sequence_length)) {
+        fail(pos, "result too large (more than " + std::to_string(max_sequence_length) + " characters)");
+      }
+      return value(args[0].str());
     case builtin::round: {
       num x;
-      if (!to_num(args[0], x)) fail(pos, "type " + std::string(args[0].type_name()) + " doesn't define __round__ method");
+      if (!to_num(args[0], x))
+        fail(pos, "type " + std::string(args[0].type_name()) + " doesn't define __round__ method");
       if (args.size() == 1 || args[1].is_none()) return to_value(num_round(x, pos));
       if (!args[1].is_integral()) fail_not_integer(args[1], pos);
       return to_value(num_round_digits(x, num::make_int(args[1].as_int()), pos));
     }
-    case builtin::pow: return binary_value(binop::pow, args[0], args[1], pos);
+    case builtin::pow:
+      return binary_value(binop::pow, args[0], args[1], pos);
     case builtin::any:
     case builtin::all: {
       const bool want = b == builtin::any;
@@ -808,10 +937,14 @@ class evaluator {
     const node& nd = p_.nodes[n];
     const std::uint32_t* k = p_.kids.data() + nd.first;
     switch (nd.kind) {
-      case node_kind::constant: return p_.constants[nd.index];
-      case node_kind::slot: return *slots_[nd.index];
-      case node_kind::local: return locals_[nd.index];
-      case node_kind::unary: return unary_value(static_cast<unop>(nd.op), eval(k[0]), nd.pos);
+      case node_kind::constant:
+        return p_.constants[nd.index];
+      case node_kind::slot:
+        return *slots_[nd.index];
+      case node_kind::local:
+        return locals_[nd.index];
+      case node_kind::unary:
+        return unary_value(static_cast<unop>(nd.op), eval(k[0]), nd.pos);
       case node_kind::binary: {
         const value a = eval(k[0]);
         return binary_value(static_cast<binop>(nd.op), a, eval(k[1]), nd.pos);
@@ -824,23 +957,31 @@ class evaluator {
         value a = eval(k[0]);
         return a.truthy() ? a : eval(k[1]);
       }
-      case node_kind::logical_not: return value(!eval(k[0]).truthy());
-      case node_kind::compare: return value(eval_compare(nd, k));
-      case node_kind::conditional: return eval(k[1]).truthy() ? eval(k[0]) : eval(k[2]);
+      case node_kind::logical_not:
+        return value(!eval(k[0]).truthy());
+      case node_kind::compare:
+        return value(eval_compare(nd, k));
+      case node_kind::conditional:
+        return eval(k[1]).truthy() ? eval(k[0]) : eval(k[2]);
       case node_kind::list: {
         value_list out;
         out.reserve(nd.count);
-        for (std::uint32_t i = 0; i < nd.count; ++i) out.push_back(eval(k[i]));
+        for (std::uint32_t i = 0; i < nd.count; ++i)
+          out.push_back(eval(k[i]));
         return value(std::move(out));
       }
       case node_kind::subscript: {
         const value obj = eval(k[0]);
         return subscript_value(obj, eval(k[1]), nd.pos);
       }
-      case node_kind::slice: return eval_slice(nd, k);
-      case node_kind::call: return eval_call(nd, k);
-      case node_kind::comprehension: return eval_comprehension(nd);
-      default: break;
+      case node_kind::slice:
+        return eval_slice(nd, k);
+      case node_kind::call:
+        return eval_call(nd, k);
+      case node_kind::comprehension:
+        return eval_comprehension(nd);
+      default:
+        break;
     }
     fail(nd.pos, "internal error: not an expression node");
   }
@@ -867,7 +1008,8 @@ class evaluator {
   value eval_call(const node& nd, const std::uint32_t* k) {
     value_list args;
     args.reserve(nd.count);
-    for (std::uint32_t i = 0; i < nd.count; ++i) args.push_back(eval(k[i]));
+    for (std::uint32_t i = 0; i < nd.count; ++i)
+      args.push_back(eval(k[i]));
     return call_builtin(static_cast<builtin>(nd.op), args, nd.pos);
   }
 
@@ -895,7 +1037,8 @@ class evaluator {
     const value iterable = eval(p_.kids[c.first + 1]);
     for_each_item(iterable, c.pos, [&](const value& item) {
       if (++steps_ > max_comprehension_steps) {
-        fail(c.pos, "comprehension too large (more than " + std::to_string(max_comprehension_steps) + " iterations)");
+        fail(c.pos, "comprehension too large (more than " + std::to_string(max_comprehension_steps) +
+                        " iterations)");
       }
       assign(target, item, c.pos);
       run_clauses(comp, i + 1, out);
@@ -913,12 +1056,14 @@ class evaluator {
     }
     const value items = as_list_value(item, pos);
     const value_list& l = items.as_list();
-    if (l.size() > tn.count) fail(pos, "too many values to unpack (expected " + std::to_string(tn.count) + ")");
+    if (l.size() > tn.count)
+      fail(pos, "too many values to unpack (expected " + std::to_string(tn.count) + ")");
     if (l.size() < tn.count) {
       fail(pos, "not enough values to unpack (expected " + std::to_string(tn.count) + ", got " +
                     std::to_string(l.size()) + ")");
     }
-    for (std::uint32_t j = 0; j < tn.count; ++j) assign(p_.kids[tn.first + j], l[j], pos);
+    for (std::uint32_t j = 0; j < tn.count; ++j)
+      assign(p_.kids[tn.first + j], l[j], pos);
   }
 
   const expr_program& p_;
@@ -959,7 +1104,9 @@ bool run_fast(const expr_program& p, std::span<const value* const> slots, num& o
     const num& y = regs[in.b];
     num& r = regs[in.dst];
     switch (in.code) {
-      case vm_op::move: r = x; break;
+      case vm_op::move:
+        r = x;
+        break;
       case vm_op::add: {
         std::int64_t v;
         if (both_integral(x, y) && !__builtin_add_overflow(x.i, y.i, &v)) {
@@ -987,15 +1134,33 @@ bool run_fast(const expr_program& p, std::span<const value* const> slots, num& o
         }
         break;
       }
-      case vm_op::floordiv: r = num_binary(binop::floordiv, x, y, in.pos); break;
-      case vm_op::mod: r = num_binary(binop::mod, x, y, in.pos); break;
-      case vm_op::binary: r = num_binary(static_cast<binop>(in.sub), x, y, in.pos); break;
-      case vm_op::eq: r = num::make_bool(both_integral(x, y) ? x.i == y.i : num_compare(cmpop::eq, x, y)); break;
-      case vm_op::ne: r = num::make_bool(both_integral(x, y) ? x.i != y.i : num_compare(cmpop::ne, x, y)); break;
-      case vm_op::lt: r = num::make_bool(both_integral(x, y) ? x.i < y.i : num_compare(cmpop::lt, x, y)); break;
-      case vm_op::le: r = num::make_bool(both_integral(x, y) ? x.i <= y.i : num_compare(cmpop::le, x, y)); break;
-      case vm_op::gt: r = num::make_bool(both_integral(x, y) ? x.i > y.i : num_compare(cmpop::gt, x, y)); break;
-      case vm_op::ge: r = num::make_bool(both_integral(x, y) ? x.i >= y.i : num_compare(cmpop::ge, x, y)); break;
+      case vm_op::floordiv:
+        r = num_binary(binop::floordiv, x, y, in.pos);
+        break;
+      case vm_op::mod:
+        r = num_binary(binop::mod, x, y, in.pos);
+        break;
+      case vm_op::binary:
+        r = num_binary(static_cast<binop>(in.sub), x, y, in.pos);
+        break;
+      case vm_op::eq:
+        r = num::make_bool(both_integral(x, y) ? x.i == y.i : num_compare(cmpop::eq, x, y));
+        break;
+      case vm_op::ne:
+        r = num::make_bool(both_integral(x, y) ? x.i != y.i : num_compare(cmpop::ne, x, y));
+        break;
+      case vm_op::lt:
+        r = num::make_bool(both_integral(x, y) ? x.i < y.i : num_compare(cmpop::lt, x, y));
+        break;
+      case vm_op::le:
+        r = num::make_bool(both_integral(x, y) ? x.i <= y.i : num_compare(cmpop::le, x, y));
+        break;
+      case vm_op::gt:
+        r = num::make_bool(both_integral(x, y) ? x.i > y.i : num_compare(cmpop::gt, x, y));
+        break;
+      case vm_op::ge:
+        r = num::make_bool(both_integral(x, y) ? x.i >= y.i : num_compare(cmpop::ge, x, y));
+        break;
       case vm_op::in_list: {
         bool found = false;
         for (const num& e : p.num_lists[in.b]) {
@@ -1007,24 +1172,48 @@ bool run_fast(const expr_program& p, std::span<const value* const> slots, num& o
         r = num::make_bool(found != (in.sub != 0));
         break;
       }
-      case vm_op::unary: r = num_unary(static_cast<unop>(in.sub), x, in.pos); break;
-      case vm_op::logical_not: r = num::make_bool(!num_truthy(x)); break;
-      case vm_op::jump: pc = in.pos; break;
+      case vm_op::unary:
+        r = num_unary(static_cast<unop>(in.sub), x, in.pos);
+        break;
+      case vm_op::logical_not:
+        r = num::make_bool(!num_truthy(x));
+        break;
+      case vm_op::jump:
+        pc = in.pos;
+        break;
       case vm_op::jump_if_false:
         if (!num_truthy(x)) pc = in.pos;
         break;
       case vm_op::jump_if_true:
         if (num_truthy(x)) pc = in.pos;
         break;
-      case vm_op::min2: r = num_compare(cmpop::lt, y, x) ? y : x; break;
-      case vm_op::max2: r = num_compare(cmpop::gt, y, x) ? y : x; break;
-      case vm_op::abs: r = num_abs(x, in.pos); break;
-      case vm_op::to_int: r = num_to_int(x, in.pos); break;
-      case vm_op::to_float: r = num::make_real(num_as_real(x)); break;
-      case vm_op::to_bool: r = num::make_bool(num_truthy(x)); break;
-      case vm_op::round1: r = num_round(x, in.pos); break;
-      case vm_op::round2: r = num_round_digits(x, y, in.pos); break;
-      case vm_op::ret: out = x; return true;
+      case vm_op::min2:
+        r = num_compare(cmpop::lt, y, x) ? y : x;
+        break;
+      case vm_op::max2:
+        r = num_compare(cmpop::gt, y, x) ? y : x;
+        break;
+      case vm_op::abs:
+        r = num_abs(x, in.pos);
+        break;
+      case vm_op::to_int:
+        r = num_to_int(x, in.pos);
+        break;
+      case vm_op::to_float:
+        r = num::make_real(num_as_real(x));
+        break;
+      case vm_op::to_bool:
+        r = num::make_bool(num_truthy(x));
+        break;
+      case vm_op::round1:
+        r = num_round(x, in.pos);
+        break;
+      case vm_op::round2:
+        r = num_round_digits(x, y, in.pos);
+        break;
+      case vm_op::ret:
+        out = x;
+        return true;
     }
   }
 }

@@ -2,8 +2,8 @@
 // folding, compaction and the numeric bytecode compiler (see expr_program.hpp).
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -24,8 +24,32 @@ enum class tk : std::uint8_t { end, name, keyword, integer, real, string, punct 
 enum class kw : std::uint8_t { and_, or_, not_, in, if_, else_, for_, true_, false_, none, is, unsupported };
 
 enum class pu : std::uint8_t {
-  lparen, rparen, lbrack, rbrack, comma, colon, plus, minus, star, slash, dslash, percent, dstar,
-  lshift, rshift, amp, pipe, caret, tilde, lt, le, gt, ge, eq, ne, assign
+  lparen,
+  rparen,
+  lbrack,
+  rbrack,
+  comma,
+  colon,
+  plus,
+  minus,
+  star,
+  slash,
+  dslash,
+  percent,
+  dstar,
+  lshift,
+  rshift,
+  amp,
+  pipe,
+  caret,
+  tilde,
+  lt,
+  le,
+  gt,
+  ge,
+  eq,
+  ne,
+  assign
 };
 
 struct token {
@@ -44,15 +68,41 @@ struct keyword_entry {
 };
 
 constexpr std::array<keyword_entry, 35> kKeywords{{
-    {"and", kw::and_},          {"or", kw::or_},           {"not", kw::not_},         {"in", kw::in},
-    {"if", kw::if_},            {"else", kw::else_},       {"for", kw::for_},         {"True", kw::true_},
-    {"False", kw::false_},      {"None", kw::none},        {"is", kw::is},            {"as", kw::unsupported},
-    {"assert", kw::unsupported}, {"async", kw::unsupported}, {"await", kw::unsupported}, {"break", kw::unsupported},
-    {"class", kw::unsupported}, {"continue", kw::unsupported}, {"def", kw::unsupported}, {"del", kw::unsupported},
-    {"elif", kw::unsupported},  {"except", kw::unsupported}, {"finally", kw::unsupported}, {"from", kw::unsupported},
-    {"global", kw::unsupported}, {"import", kw::unsupported}, {"lambda", kw::unsupported}, {"nonlocal", kw::unsupported},
-    {"pass", kw::unsupported},  {"raise", kw::unsupported}, {"return", kw::unsupported}, {"try", kw::unsupported},
-    {"while", kw::unsupported}, {"with", kw::unsupported},  {"yield", kw::unsupported},
+    {"and", kw::and_},
+    {"or", kw::or_},
+    {"not", kw::not_},
+    {"in", kw::in},
+    {"if", kw::if_},
+    {"else", kw::else_},
+    {"for", kw::for_},
+    {"True", kw::true_},
+    {"False", kw::false_},
+    {"None", kw::none},
+    {"is", kw::is},
+    {"as", kw::unsupported},
+    {"assert", kw::unsupported},
+    {"async", kw::unsupported},
+    {"await", kw::unsupported},
+    {"break", kw::unsupported},
+    {"class", kw::unsupported},
+    {"continue", kw::unsupported},
+    {"def", kw::unsupported},
+    {"del", kw::unsupported},
+    {"elif", kw::unsupported},
+    {"except", kw::unsupported},
+    {"finally", kw::unsupported},
+    {"from", kw::unsupported},
+    {"global", kw::unsupported},
+    {"import", kw::unsupported},
+    {"lambda", kw::unsupported},
+    {"nonlocal", kw::unsupported},
+    {"pass", kw::unsupported},
+    {"raise", kw::unsupported},
+    {"return", kw::unsupported},
+    {"try", kw::unsupported},
+    {"while", kw::unsupported},
+    {"with", kw::unsupported},
+    {"yield", kw::unsupported},
 }};
 
 struct builtin_entry {
@@ -64,12 +114,23 @@ struct builtin_entry {
 constexpr std::uint32_t kMany = std::numeric_limits<std::uint32_t>::max();
 
 constexpr std::array<builtin_entry, 17> kBuiltins{{
-    {"min", builtin::min, 1, kMany},       {"max", builtin::max, 1, kMany},     {"abs", builtin::abs, 1, 1},
-    {"len", builtin::len, 1, 1},           {"sum", builtin::sum, 1, 2},         {"range", builtin::range, 1, 3},
-    {"list", builtin::list, 0, 1},         {"tuple", builtin::tuple, 0, 1},     {"int", builtin::to_int, 0, 1},
-    {"float", builtin::to_float, 0, 1},    {"bool", builtin::to_bool, 0, 1},    {"str", builtin::to_str, 0, 1},
-    {"round", builtin::round, 1, 2},       {"pow", builtin::pow, 2, 2},         {"any", builtin::any, 1, 1},
-    {"all", builtin::all, 1, 1},           {"sorted", builtin::sorted, 1, 1},
+    {"min", builtin::min, 1, kMany},
+    {"max", builtin::max, 1, kMany},
+    {"abs", builtin::abs, 1, 1},
+    {"len", builtin::len, 1, 1},
+    {"sum", builtin::sum, 1, 2},
+    {"range", builtin::range, 1, 3},
+    {"list", builtin::list, 0, 1},
+    {"tuple", builtin::tuple, 0, 1},
+    {"int", builtin::to_int, 0, 1},
+    {"float", builtin::to_float, 0, 1},
+    {"bool", builtin::to_bool, 0, 1},
+    {"str", builtin::to_str, 0, 1},
+    {"round", builtin::round, 1, 2},
+    {"pow", builtin::pow, 2, 2},
+    {"any", builtin::any, 1, 1},
+    {"all", builtin::all, 1, 1},
+    {"sorted", builtin::sorted, 1, 1},
 }};
 
 const builtin_entry* find_builtin(std::string_view name) {
@@ -79,9 +140,15 @@ const builtin_entry* find_builtin(std::string_view name) {
   return nullptr;
 }
 
-bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
-bool is_dec(char c) { return c >= '0' && c <= '9'; }
+bool is_name_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_name_char(char c) {
+  return is_name_start(c) || (c >= '0' && c <= '9');
+}
+bool is_dec(char c) {
+  return c >= '0' && c <= '9';
+}
 
 int digit_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -157,7 +224,8 @@ class lexer {
       if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
         ++i_;
       } else if (c == '#') {
-        while (i_ < src_.size() && src_[i_] != '\n') ++i_;
+        while (i_ < src_.size() && src_[i_] != '\n')
+          ++i_;
       } else if (c == '\\' && (at(i_ + 1) == '\n' || (at(i_ + 1) == '\r' && at(i_ + 2) == '\n'))) {
         i_ += at(i_ + 1) == '\n' ? 2 : 3;  // explicit line continuation
       } else {
@@ -195,7 +263,8 @@ class lexer {
       std::string ds;
       digits(base, ds, true);
       if (ds.empty() && !is_name_char(at(i_))) error(start, std::string("invalid ") + kind + " literal");
-      if (is_name_char(at(i_))) error(i_, std::string("invalid digit ") + describe_char(at(i_)) + " in " + kind + " literal");
+      if (is_name_char(at(i_)))
+        error(i_, std::string("invalid digit ") + describe_char(at(i_)) + " in " + kind + " literal");
       std::uint64_t v = 0;
       for (char d : ds) {
         const auto dv = static_cast<std::uint64_t>(digit_value(d));
@@ -273,30 +342,57 @@ class lexer {
       const std::size_t esc = i_ - 1;
       const char e = src_[i_++];
       switch (e) {
-        case '\n': break;  // line continuation inside the literal
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'v': out += '\v'; break;
-        case 'x': append_utf8(out, hex_escape(esc, 2)); break;
-        case 'u': append_utf8(out, hex_escape(esc, 4)); break;
+        case '\n':
+          break;  // line continuation inside the literal
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'v':
+          out += '\v';
+          break;
+        case 'x':
+          append_utf8(out, hex_escape(esc, 2));
+          break;
+        case 'u':
+          append_utf8(out, hex_escape(esc, 4));
+          break;
         case 'U': {
           const std::uint32_t cp = hex_escape(esc, 8);
           if (cp > 0x10ffff) error(esc, "invalid Unicode escape (above U+10FFFF)");
           append_utf8(out, cp);
           break;
         }
-        case 'N': error(esc, "\\N{...} escapes are not supported");
+        case 'N':
+          error(esc, "\\N{...} escapes are not supported");
         default:
           if (e >= '0' && e <= '7') {
             std::uint32_t v = static_cast<std::uint32_t>(e - '0');
-            for (int k = 0; k < 2 && at(i_) >= '0' && at(i_) <= '7'; ++k) v = v * 8 + static_cast<std::uint32_t>(src_[i_++] - '0');
+            for (int k = 0; k < 2 && at(i_) >= '0' && at(i_) <= '7'; ++k)
+              v = v * 8 + static_cast<std::uint32_t>(src_[i_++] - '0');
             append_utf8(out, v);
           } else {  // unknown escapes keep the backslash, as in Python
             out += '\\';
@@ -310,11 +406,13 @@ class lexer {
 
   void name(token& t) {
     const std::size_t start = i_;
-    while (i_ < src_.size() && is_name_char(src_[i_])) ++i_;
+    while (i_ < src_.size() && is_name_char(src_[i_]))
+      ++i_;
     const std::string_view word = src_.substr(start, i_ - start);
     if (at(i_) == '\'' || at(i_) == '"') {
       std::string lower(word);
-      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      for (char& c : lower)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (lower == "u") {  // u'...' is an ordinary string
         string_literal(t);
         return;
@@ -344,36 +442,56 @@ class lexer {
       i_ += len;
     };
     switch (c) {
-      case '(': return set(pu::lparen, 1);
-      case ')': return set(pu::rparen, 1);
-      case '[': return set(pu::lbrack, 1);
-      case ']': return set(pu::rbrack, 1);
-      case ',': return set(pu::comma, 1);
-      case ':': return set(pu::colon, 1);
-      case '+': return set(pu::plus, 1);
-      case '-': return set(pu::minus, 1);
-      case '*': return n == '*' ? set(pu::dstar, 2) : set(pu::star, 1);
-      case '/': return n == '/' ? set(pu::dslash, 2) : set(pu::slash, 1);
-      case '%': return set(pu::percent, 1);
-      case '&': return set(pu::amp, 1);
-      case '|': return set(pu::pipe, 1);
-      case '^': return set(pu::caret, 1);
-      case '~': return set(pu::tilde, 1);
+      case '(':
+        return set(pu::lparen, 1);
+      case ')':
+        return set(pu::rparen, 1);
+      case '[':
+        return set(pu::lbrack, 1);
+      case ']':
+        return set(pu::rbrack, 1);
+      case ',':
+        return set(pu::comma, 1);
+      case ':':
+        return set(pu::colon, 1);
+      case '+':
+        return set(pu::plus, 1);
+      case '-':
+        return set(pu::minus, 1);
+      case '*':
+        return n == '*' ? set(pu::dstar, 2) : set(pu::star, 1);
+      case '/':
+        return n == '/' ? set(pu::dslash, 2) : set(pu::slash, 1);
+      case '%':
+        return set(pu::percent, 1);
+      case '&':
+        return set(pu::amp, 1);
+      case '|':
+        return set(pu::pipe, 1);
+      case '^':
+        return set(pu::caret, 1);
+      case '~':
+        return set(pu::tilde, 1);
       case '<':
         if (n == '<') return set(pu::lshift, 2);
         return n == '=' ? set(pu::le, 2) : set(pu::lt, 1);
       case '>':
         if (n == '>') return set(pu::rshift, 2);
         return n == '=' ? set(pu::ge, 2) : set(pu::gt, 1);
-      case '=': return n == '=' ? set(pu::eq, 2) : set(pu::assign, 1);
+      case '=':
+        return n == '=' ? set(pu::eq, 2) : set(pu::assign, 1);
       case '!':
         if (n == '=') return set(pu::ne, 2);
         error(i_, "unexpected character '!' (use 'not' or '!=')");
-      case '.': error(i_, "attribute access is not supported");
+      case '.':
+        error(i_, "attribute access is not supported");
       case '{':
-      case '}': error(i_, "dict and set displays are not supported");
-      case '@': error(i_, "the '@' operator is not supported");
-      default: error(i_, "unexpected character " + describe_char(c));
+      case '}':
+        error(i_, "dict and set displays are not supported");
+      case '@':
+        error(i_, "the '@' operator is not supported");
+      default:
+        error(i_, "unexpected character " + describe_char(c));
     }
   }
 
@@ -412,7 +530,8 @@ class parser {
   struct nest {
     explicit nest(parser& ps, std::uint32_t pos) : ps_(ps) {
       if (++ps_.depth_ > max_nesting) {
-        ps_.error(pos, "expression is nested too deeply (more than " + std::to_string(max_nesting) + " levels)");
+        ps_.error(pos,
+                  "expression is nested too deeply (more than " + std::to_string(max_nesting) + " levels)");
       }
     }
     ~nest() { --ps_.depth_; }
@@ -467,10 +586,12 @@ class parser {
   std::uint32_t make(node_kind k, std::uint8_t op, std::uint32_t pos, std::span<const std::uint32_t> kids,
                      std::uint32_t index = 0, std::uint32_t extra_height = 0) {
     std::uint32_t h = 0;
-    for (std::uint32_t kid : kids) h = std::max(h, heights_[kid]);
+    for (std::uint32_t kid : kids)
+      h = std::max(h, heights_[kid]);
     h += 1 + extra_height;
     if (h > static_cast<std::uint32_t>(max_tree_height)) {
-      error(pos, "expression is too complex (parse tree deeper than " + std::to_string(max_tree_height) + ")");
+      error(pos,
+            "expression is too complex (parse tree deeper than " + std::to_string(max_tree_height) + ")");
     }
     const auto id = static_cast<std::uint32_t>(p_.nodes.size());
     p_.nodes.push_back(node{k, op, pos, static_cast<std::uint32_t>(p_.kids.size()),
@@ -479,8 +600,8 @@ class parser {
     heights_.push_back(h);
     return id;
   }
-  std::uint32_t make(node_kind k, std::uint8_t op, std::uint32_t pos, std::initializer_list<std::uint32_t> kids,
-                     std::uint32_t index = 0) {
+  std::uint32_t make(node_kind k, std::uint8_t op, std::uint32_t pos,
+                     std::initializer_list<std::uint32_t> kids, std::uint32_t index = 0) {
     return make(k, op, pos, std::span<const std::uint32_t>(kids.begin(), kids.size()), index);
   }
   std::uint32_t make_constant(value v, std::uint32_t pos) {
@@ -531,13 +652,20 @@ class parser {
     const token& t = peek();
     if (t.kind == tk::punct) {
       switch (static_cast<pu>(t.sub)) {
-        case pu::lt: return cmpop::lt;
-        case pu::le: return cmpop::le;
-        case pu::gt: return cmpop::gt;
-        case pu::ge: return cmpop::ge;
-        case pu::eq: return cmpop::eq;
-        case pu::ne: return cmpop::ne;
-        default: return std::nullopt;
+        case pu::lt:
+          return cmpop::lt;
+        case pu::le:
+          return cmpop::le;
+        case pu::gt:
+          return cmpop::gt;
+        case pu::ge:
+          return cmpop::ge;
+        case pu::eq:
+          return cmpop::eq;
+        case pu::ne:
+          return cmpop::ne;
+        default:
+          return std::nullopt;
       }
     }
     if (at_kw(kw::in)) return cmpop::in;
@@ -569,9 +697,12 @@ class parser {
 
   static std::optional<binop> level_operator(int level, pu p) {
     switch (level) {
-      case 0: return p == pu::pipe ? std::optional(binop::bit_or) : std::nullopt;
-      case 1: return p == pu::caret ? std::optional(binop::bit_xor) : std::nullopt;
-      case 2: return p == pu::amp ? std::optional(binop::bit_and) : std::nullopt;
+      case 0:
+        return p == pu::pipe ? std::optional(binop::bit_or) : std::nullopt;
+      case 1:
+        return p == pu::caret ? std::optional(binop::bit_xor) : std::nullopt;
+      case 2:
+        return p == pu::amp ? std::optional(binop::bit_and) : std::nullopt;
       case 3:
         if (p == pu::lshift) return binop::lshift;
         return p == pu::rshift ? std::optional(binop::rshift) : std::nullopt;
@@ -580,13 +711,19 @@ class parser {
         return p == pu::minus ? std::optional(binop::sub) : std::nullopt;
       case 5:
         switch (p) {
-          case pu::star: return binop::mul;
-          case pu::slash: return binop::truediv;
-          case pu::dslash: return binop::floordiv;
-          case pu::percent: return binop::mod;
-          default: return std::nullopt;
+          case pu::star:
+            return binop::mul;
+          case pu::slash:
+            return binop::truediv;
+          case pu::dslash:
+            return binop::floordiv;
+          case pu::percent:
+            return binop::mod;
+          default:
+            return std::nullopt;
         }
-      default: return std::nullopt;
+      default:
+        return std::nullopt;
     }
   }
 
@@ -653,7 +790,8 @@ class parser {
     next();  // '('
     std::vector<std::uint32_t> args;
     while (!at(pu::rparen)) {
-      if (peek().kind == tk::name && at(pu::assign, 1)) error(peek().pos, "keyword arguments are not supported");
+      if (peek().kind == tk::name && at(pu::assign, 1))
+        error(peek().pos, "keyword arguments are not supported");
       const std::uint32_t arg_pos = peek().pos;
       std::uint32_t arg = parse_test();
       if (at_kw(kw::for_)) {  // a generator expression, evaluated as a list
@@ -771,26 +909,43 @@ class parser {
   std::uint32_t parse_atom() {
     const token& t = peek();
     switch (t.kind) {
-      case tk::end: error(t.pos, "unexpected end of expression");
-      case tk::integer: next(); return make_constant(value(t.ival), t.pos);
-      case tk::real: next(); return make_constant(value(t.dval), t.pos);
+      case tk::end:
+        error(t.pos, "unexpected end of expression");
+      case tk::integer:
+        next();
+        return make_constant(value(t.ival), t.pos);
+      case tk::real:
+        next();
+        return make_constant(value(t.dval), t.pos);
       case tk::string: {
         const std::uint32_t pos = next().pos;
         std::string s = t.text;
-        while (peek().kind == tk::string) s += next().text;  // adjacent literals concatenate
+        while (peek().kind == tk::string)
+          s += next().text;  // adjacent literals concatenate
         return make_constant(value(std::move(s)), pos);
       }
-      case tk::name: next(); return make(node_kind::name, 0, t.pos, {}, intern(t.text));
+      case tk::name:
+        next();
+        return make(node_kind::name, 0, t.pos, {}, intern(t.text));
       case tk::keyword:
         switch (static_cast<kw>(t.sub)) {
-          case kw::true_: next(); return make_constant(value(true), t.pos);
-          case kw::false_: next(); return make_constant(value(false), t.pos);
-          case kw::none: next(); return make_constant(value(), t.pos);
+          case kw::true_:
+            next();
+            return make_constant(value(true), t.pos);
+          case kw::false_:
+            next();
+            return make_constant(value(false), t.pos);
+          case kw::none:
+            next();
+            return make_constant(value(), t.pos);
           case kw::unsupported:
-          case kw::is: error(t.pos, "'" + t.text + "' is not supported");
-          default: error(t.pos, "unexpected " + describe(t));
+          case kw::is:
+            error(t.pos, "'" + t.text + "' is not supported");
+          default:
+            error(t.pos, "unexpected " + describe(t));
         }
-      case tk::punct: break;
+      case tk::punct:
+        break;
     }
     if (at(pu::lparen)) return parse_parenthesized();
     if (at(pu::lbrack)) return parse_list_display();
@@ -858,8 +1013,10 @@ class resolver {
     resolve(p_.root);
     // Slots in order of first appearance in the source.
     std::vector<std::uint32_t> order(free_pos_.size());
-    for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return free_pos_[a] < free_pos_[b]; });
+    for (std::uint32_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return free_pos_[a] < free_pos_[b]; });
     std::vector<std::uint32_t> slot_of(order.size());
     for (std::uint32_t s = 0; s < order.size(); ++s) {
       slot_of[order[s]] = s;
@@ -873,11 +1030,13 @@ class resolver {
 
  private:
   struct scope {
-    std::vector<std::uint32_t> targets;                         // every loop variable of the comprehension
+    std::vector<std::uint32_t> targets;                          // every loop variable of the comprehension
     std::vector<std::pair<std::uint32_t, std::uint32_t>> bound;  // (name, local) assigned so far
   };
 
-  [[noreturn]] void error(std::uint32_t pos, std::string reason) const { throw parse_error(p_.source, pos, std::move(reason)); }
+  [[noreturn]] void error(std::uint32_t pos, std::string reason) const {
+    throw parse_error(p_.source, pos, std::move(reason));
+  }
 
   // Local id for `name` at `pos`, or nullopt for a free name.
   std::optional<std::uint32_t> lookup(std::uint32_t name, std::uint32_t pos) const {
@@ -898,7 +1057,8 @@ class resolver {
       out.push_back(tn.index);
       return;
     }
-    for (std::uint32_t j = 0; j < tn.count; ++j) collect_targets(p_.kids[tn.first + j], out);
+    for (std::uint32_t j = 0; j < tn.count; ++j)
+      collect_targets(p_.kids[tn.first + j], out);
   }
 
   void bind(std::uint32_t t) {
@@ -909,7 +1069,8 @@ class resolver {
       tn.index = local_count_++;
       return;
     }
-    for (std::uint32_t j = 0; j < tn.count; ++j) bind(p_.kids[tn.first + j]);
+    for (std::uint32_t j = 0; j < tn.count; ++j)
+      bind(p_.kids[tn.first + j]);
   }
 
   void resolve(std::uint32_t n) {
@@ -964,17 +1125,19 @@ class resolver {
         scopes_.pop_back();
         return;
       }
-      default: break;
+      default:
+        break;
     }
     const std::uint32_t first = nd.first, count = nd.count;
-    for (std::uint32_t j = 0; j < count; ++j) resolve(p_.kids[first + j]);
+    for (std::uint32_t j = 0; j < count; ++j)
+      resolve(p_.kids[first + j]);
   }
 
   expr_program& p_;
   const std::vector<std::string>& names_;
-  std::vector<std::int64_t> free_id_;       // name pool entry -> provisional free id
-  std::vector<std::uint32_t> free_pos_;     // provisional free id -> first position
-  std::vector<std::uint32_t> free_name_;    // provisional free id -> name pool entry
+  std::vector<std::int64_t> free_id_;     // name pool entry -> provisional free id
+  std::vector<std::uint32_t> free_pos_;   // provisional free id -> first position
+  std::vector<std::uint32_t> free_name_;  // provisional free id -> name pool entry
   std::vector<scope> scopes_;
   std::uint32_t local_count_ = 0;
 };
@@ -1004,7 +1167,8 @@ class folder {
       out.push_back(tn.index);
       return;
     }
-    for (std::uint32_t j = 0; j < tn.count; ++j) bound_locals(p_.kids[tn.first + j], out);
+    for (std::uint32_t j = 0; j < tn.count; ++j)
+      bound_locals(p_.kids[tn.first + j], out);
   }
 
   void analyse(std::uint32_t n) {
@@ -1024,7 +1188,8 @@ class folder {
         const node& c = p_.nodes[p_.kids[nd.first + j]];
         if (c.kind == node_kind::comp_for) bound_locals(p_.kids[c.first], bound);
       }
-      std::erase_if(open, [&](std::uint32_t l) { return std::find(bound.begin(), bound.end(), l) != bound.end(); });
+      std::erase_if(open,
+                    [&](std::uint32_t l) { return std::find(bound.begin(), bound.end(), l) != bound.end(); });
     }
     std::sort(open.begin(), open.end());
     open.erase(std::unique(open.begin(), open.end()), open.end());
@@ -1049,7 +1214,8 @@ class folder {
       return;
     }
     if (nd.kind == node_kind::target_local || nd.kind == node_kind::target_tuple) return;
-    for (std::uint32_t j = 0; j < nd.count; ++j) fold(p_.kids[nd.first + j]);
+    for (std::uint32_t j = 0; j < nd.count; ++j)
+      fold(p_.kids[nd.first + j]);
   }
 
   expr_program& p_;
@@ -1064,7 +1230,8 @@ void compact(expr_program& p) {
   const auto copy = [&](const auto& self, std::uint32_t n) -> std::uint32_t {
     node nd = p.nodes[n];
     std::vector<std::uint32_t> kids(nd.count);
-    for (std::uint32_t j = 0; j < nd.count; ++j) kids[j] = self(self, p.kids[nd.first + j]);
+    for (std::uint32_t j = 0; j < nd.count; ++j)
+      kids[j] = self(self, p.kids[nd.first + j]);
     if (nd.kind == node_kind::constant) {
       nd.index = static_cast<std::uint32_t>(out.constants.size());
       out.constants.push_back(p.constants[p.nodes[n].index]);
@@ -1090,7 +1257,10 @@ void compact(expr_program& p) {
 
 class vm_compiler {
  public:
-  explicit vm_compiler(expr_program& p) : p_(p) {}
+  /// Longer constant lists on the right of `in` stay with the generic evaluator (no second copy).
+  static constexpr std::size_t kMaxFastList = 4096;
+
+  explicit vm_compiler(expr_program& p) : p_(p), index_of_(p.nodes.size(), 0) {}
 
   void run() {
     if (!eligible(p_.root)) return;
@@ -1115,18 +1285,20 @@ class vm_compiler {
     switch (nd.kind) {
       case node_kind::constant: {
         num x;
-        if (!to_num(p_.constants[nd.index], x)) return false;
-        const_reg_.emplace_back(n, static_cast<std::uint32_t>(consts_.size()));
+        if (!to_num(p_.constants[nd.index], x) || consts_.size() >= max_fast_registers) return false;
+        index_of_[n] = static_cast<std::uint32_t>(consts_.size());
         consts_.push_back(x);
         return true;
       }
-      case node_kind::slot: return true;
+      case node_kind::slot:
+        return true;
       case node_kind::unary:
       case node_kind::binary:
       case node_kind::logical_and:
       case node_kind::logical_or:
       case node_kind::logical_not:
-      case node_kind::conditional: break;
+      case node_kind::conditional:
+        break;
       case node_kind::compare:
         for (std::uint32_t i = 0; i + 1 < nd.count; ++i) {
           const cmpop op = p_.links[nd.index + i].op;
@@ -1135,13 +1307,14 @@ class vm_compiler {
           if (i + 2 != nd.count) return false;
           const node& rhs = p_.nodes[k[i + 1]];
           if (rhs.kind != node_kind::constant || !p_.constants[rhs.index].is_list()) return false;
+          if (p_.constants[rhs.index].as_list().size() > kMaxFastList) return false;
           std::vector<num> items;
           for (const value& v : p_.constants[rhs.index].as_list()) {
             num x;
             if (!to_num(v, x)) return false;
             items.push_back(x);
           }
-          list_of_.emplace_back(k[i + 1], static_cast<std::uint32_t>(lists_.size()));
+          index_of_[k[i + 1]] = static_cast<std::uint32_t>(lists_.size());
           lists_.push_back(std::move(items));
           for (std::uint32_t j = 0; j + 1 < nd.count; ++j) {
             if (!eligible(k[j])) return false;
@@ -1151,15 +1324,16 @@ class vm_compiler {
         break;
       case node_kind::call: {
         const auto b = static_cast<builtin>(nd.op);
-        const bool ok = ((b == builtin::min || b == builtin::max) && nd.count >= 2) ||
-                        ((b == builtin::abs || b == builtin::to_int || b == builtin::to_float ||
-                          b == builtin::to_bool) &&
-                         nd.count == 1) ||
-                        b == builtin::round || b == builtin::pow;
+        const bool ok =
+            ((b == builtin::min || b == builtin::max) && nd.count >= 2) ||
+            ((b == builtin::abs || b == builtin::to_int || b == builtin::to_float || b == builtin::to_bool) &&
+             nd.count == 1) ||
+            b == builtin::round || b == builtin::pow;
         if (!ok) return false;
         break;
       }
-      default: return false;
+      default:
+        return false;
     }
     for (std::uint32_t j = 0; j < nd.count; ++j) {
       if (!eligible(k[j])) return false;
@@ -1169,7 +1343,8 @@ class vm_compiler {
 
   std::uint32_t temp() { return temp_base_ + temps_++; }
 
-  std::size_t emit(vm_op code, std::uint8_t sub, std::uint32_t dst, std::uint32_t a, std::uint32_t b, std::uint32_t pos) {
+  std::size_t emit(vm_op code, std::uint8_t sub, std::uint32_t dst, std::uint32_t a, std::uint32_t b,
+                   std::uint32_t pos) {
     // Register numbers beyond 16 bits only occur when the program is rejected for size anyway.
     code_.push_back(vm_instr{code, sub, static_cast<std::uint16_t>(dst), static_cast<std::uint16_t>(a),
                              static_cast<std::uint16_t>(b), pos});
@@ -1177,19 +1352,14 @@ class vm_compiler {
   }
   void patch_to_here(std::size_t at) { code_[at].pos = static_cast<std::uint32_t>(code_.size()); }
 
-  std::uint32_t lookup(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& table, std::uint32_t n) const {
-    for (const auto& [node_id, v] : table) {
-      if (node_id == n) return v;
-    }
-    return 0;  // not reached: eligible() registered every constant
-  }
-
   std::uint32_t compile(std::uint32_t n) {
     const node nd = p_.nodes[n];
     const std::uint32_t* k = p_.kids.data() + nd.first;
     switch (nd.kind) {
-      case node_kind::constant: return lookup(const_reg_, n);
-      case node_kind::slot: return static_cast<std::uint32_t>(consts_.size()) + nd.index;
+      case node_kind::constant:
+        return index_of_[n];
+      case node_kind::slot:
+        return static_cast<std::uint32_t>(consts_.size()) + nd.index;
       case node_kind::unary: {
         const std::uint32_t a = compile(k[0]);
         const std::uint32_t t = temp();
@@ -1202,12 +1372,23 @@ class vm_compiler {
         const std::uint32_t t = temp();
         vm_op code = vm_op::binary;
         switch (static_cast<binop>(nd.op)) {
-          case binop::add: code = vm_op::add; break;
-          case binop::sub: code = vm_op::sub; break;
-          case binop::mul: code = vm_op::mul; break;
-          case binop::floordiv: code = vm_op::floordiv; break;
-          case binop::mod: code = vm_op::mod; break;
-          default: break;
+          case binop::add:
+            code = vm_op::add;
+            break;
+          case binop::sub:
+            code = vm_op::sub;
+            break;
+          case binop::mul:
+            code = vm_op::mul;
+            break;
+          case binop::floordiv:
+            code = vm_op::floordiv;
+            break;
+          case binop::mod:
+            code = vm_op::mod;
+            break;
+          default:
+            break;
         }
         emit(code, nd.op, t, a, b, nd.pos);
         return t;
@@ -1216,8 +1397,8 @@ class vm_compiler {
       case node_kind::logical_or: {
         const std::uint32_t t = temp();
         emit(vm_op::move, 0, t, compile(k[0]), 0, 0);
-        const std::size_t jump = emit(nd.kind == node_kind::logical_and ? vm_op::jump_if_false : vm_op::jump_if_true,
-                                      0, 0, t, 0, 0);
+        const std::size_t jump = emit(
+            nd.kind == node_kind::logical_and ? vm_op::jump_if_false : vm_op::jump_if_true, 0, 0, t, 0, 0);
         emit(vm_op::move, 0, t, compile(k[1]), 0, 0);
         patch_to_here(jump);
         return t;
@@ -1245,16 +1426,19 @@ class vm_compiler {
         for (std::uint32_t i = 0; i + 1 < nd.count; ++i) {
           const cmp_link& link = p_.links[nd.index + i];
           if (link.op == cmpop::in || link.op == cmpop::not_in) {
-            emit(vm_op::in_list, link.op == cmpop::not_in ? 1 : 0, t, left, lookup(list_of_, k[i + 1]), link.pos);
+            emit(vm_op::in_list, link.op == cmpop::not_in ? 1 : 0, t, left, index_of_[k[i + 1]], link.pos);
             break;  // always the last link
           }
           const std::uint32_t right = compile(k[i + 1]);
-          static constexpr vm_op kCodes[] = {vm_op::eq, vm_op::ne, vm_op::lt, vm_op::le, vm_op::gt, vm_op::ge};
-          emit(kCodes[static_cast<int>(link.op)], static_cast<std::uint8_t>(link.op), t, left, right, link.pos);
+          static constexpr vm_op kCodes[] = {vm_op::eq, vm_op::ne, vm_op::lt,
+                                             vm_op::le, vm_op::gt, vm_op::ge};
+          emit(kCodes[static_cast<int>(link.op)], static_cast<std::uint8_t>(link.op), t, left, right,
+               link.pos);
           if (i + 2 < nd.count) exits.push_back(emit(vm_op::jump_if_false, 0, 0, t, 0, 0));
           left = right;
         }
-        for (std::size_t e : exits) patch_to_here(e);
+        for (std::size_t e : exits)
+          patch_to_here(e);
         return t;
       }
       case node_kind::call: {
@@ -1273,10 +1457,18 @@ class vm_compiler {
         const std::uint32_t x = nd.count > 1 ? compile(k[1]) : 0;
         const std::uint32_t t = temp();
         switch (b) {
-          case builtin::abs: emit(vm_op::abs, 0, t, a, 0, nd.pos); break;
-          case builtin::to_int: emit(vm_op::to_int, 0, t, a, 0, nd.pos); break;
-          case builtin::to_float: emit(vm_op::to_float, 0, t, a, 0, nd.pos); break;
-          case builtin::to_bool: emit(vm_op::to_bool, 0, t, a, 0, nd.pos); break;
+          case builtin::abs:
+            emit(vm_op::abs, 0, t, a, 0, nd.pos);
+            break;
+          case builtin::to_int:
+            emit(vm_op::to_int, 0, t, a, 0, nd.pos);
+            break;
+          case builtin::to_float:
+            emit(vm_op::to_float, 0, t, a, 0, nd.pos);
+            break;
+          case builtin::to_bool:
+            emit(vm_op::to_bool, 0, t, a, 0, nd.pos);
+            break;
           case builtin::round:
             emit(nd.count == 1 ? vm_op::round1 : vm_op::round2, 0, t, a, x, nd.pos);
             break;
@@ -1285,15 +1477,16 @@ class vm_compiler {
         }
         return t;
       }
-      default: return 0;  // not reached: eligible() accepted only the kinds above
+      default:
+        return 0;  // not reached: eligible() accepted only the kinds above
     }
   }
 
   expr_program& p_;
   std::vector<num> consts_;
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> const_reg_;  // node -> register
   std::vector<std::vector<num>> lists_;
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> list_of_;    // node -> num_lists entry
+  // Per node: the register of a numeric constant, or the num_lists entry of an `in` operand.
+  std::vector<std::uint32_t> index_of_;
   std::vector<vm_instr> code_;
   std::uint32_t temp_base_ = 0;
   std::uint32_t temps_ = 0;

@@ -11,10 +11,8 @@
 // Both throw eval_failure (position + reason); expression turns it into kf::eval_error.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,7 +25,7 @@ namespace kf::detail {
 
 /// Longest list or string an expression may build (range(), repetition, comprehensions).
 inline constexpr std::int64_t max_sequence_length = 10'000'000;
-/// Most loop iterations one comprehension evaluation may run (all its for clauses together).
+/// Most comprehension loop iterations one evaluation may run (all for clauses of all comprehensions).
 inline constexpr std::int64_t max_comprehension_steps = 10'000'000;
 /// Deepest bracket / unary / conditional nesting the parser accepts.
 inline constexpr int max_nesting = 200;
@@ -48,11 +46,40 @@ struct eval_failure {
 // ------------------------------------------------------------------------------------------------
 // Operators and builtins
 
-enum class binop : std::uint8_t { add, sub, mul, truediv, floordiv, mod, pow, lshift, rshift, bit_and, bit_or, bit_xor };
+enum class binop : std::uint8_t {
+  add,
+  sub,
+  mul,
+  truediv,
+  floordiv,
+  mod,
+  pow,
+  lshift,
+  rshift,
+  bit_and,
+  bit_or,
+  bit_xor
+};
 enum class cmpop : std::uint8_t { eq, ne, lt, le, gt, ge, in, not_in };
 enum class unop : std::uint8_t { neg, pos, invert };
 enum class builtin : std::uint8_t {
-  min, max, abs, len, sum, range, list, tuple, to_int, to_float, to_bool, to_str, round, pow, any, all, sorted
+  min,
+  max,
+  abs,
+  len,
+  sum,
+  range,
+  list,
+  tuple,
+  to_int,
+  to_float,
+  to_bool,
+  to_str,
+  round,
+  pow,
+  any,
+  all,
+  sorted
 };
 
 /// The Python spelling of an operator or builtin ("//", "not in", "round").
@@ -92,26 +119,42 @@ struct num {
   }
 };
 
-inline bool num_truthy(const num& n) noexcept { return n.tag == num::real ? n.d != 0.0 : n.i != 0; }
-inline double num_as_real(const num& n) noexcept { return n.tag == num::real ? n.d : static_cast<double>(n.i); }
+inline bool num_truthy(const num& n) noexcept {
+  return n.tag == num::real ? n.d != 0.0 : n.i != 0;
+}
+inline double num_as_real(const num& n) noexcept {
+  return n.tag == num::real ? n.d : static_cast<double>(n.i);
+}
 /// Neither is a float (bool and int use integer arithmetic).
-inline bool both_integral(const num& a, const num& b) noexcept { return ((a.tag | b.tag) & num::real) == 0; }
+inline bool both_integral(const num& a, const num& b) noexcept {
+  return ((a.tag | b.tag) & num::real) == 0;
+}
 
 /// Loads a number; false for None, str and list.
 inline bool to_num(const value& v, num& out) {
   switch (v.type()) {
-    case value::kind::integer: out = num::make_int(v.as_int()); return true;
-    case value::kind::real: out = num::make_real(v.as_real()); return true;
-    case value::kind::boolean: out = num::make_bool(v.as_bool()); return true;
-    default: return false;
+    case value::kind::integer:
+      out = num::make_int(v.as_int());
+      return true;
+    case value::kind::real:
+      out = num::make_real(v.as_real());
+      return true;
+    case value::kind::boolean:
+      out = num::make_bool(v.as_bool());
+      return true;
+    default:
+      return false;
   }
 }
 
 inline value to_value(const num& n) {
   switch (n.tag) {
-    case num::boolean: return value(n.i != 0);
-    case num::integer: return value(n.i);
-    case num::real: break;
+    case num::boolean:
+      return value(n.i != 0);
+    case num::integer:
+      return value(n.i);
+    case num::real:
+      break;
   }
   return value(n.d);
 }
@@ -152,7 +195,8 @@ inline num num_binary(binop op, const num& a, const num& b, std::uint32_t pos) {
           return num::make_int((m != 0 && ((m < 0) != (b.i < 0))) ? m + b.i : m);
         }
         break;
-      default: break;
+      default:
+        break;
     }
   } else if (op == binop::add) {
     return num::make_real(num_as_real(a) + num_as_real(b));
@@ -169,24 +213,38 @@ inline num num_binary(binop op, const num& a, const num& b, std::uint32_t pos) {
 inline bool num_compare(cmpop op, const num& a, const num& b) noexcept {
   if (both_integral(a, b)) {
     switch (op) {
-      case cmpop::eq: return a.i == b.i;
-      case cmpop::ne: return a.i != b.i;
-      case cmpop::lt: return a.i < b.i;
-      case cmpop::le: return a.i <= b.i;
-      case cmpop::gt: return a.i > b.i;
-      case cmpop::ge: return a.i >= b.i;
-      default: return false;
+      case cmpop::eq:
+        return a.i == b.i;
+      case cmpop::ne:
+        return a.i != b.i;
+      case cmpop::lt:
+        return a.i < b.i;
+      case cmpop::le:
+        return a.i <= b.i;
+      case cmpop::gt:
+        return a.i > b.i;
+      case cmpop::ge:
+        return a.i >= b.i;
+      default:
+        return false;
     }
   }
   const double x = num_as_real(a), y = num_as_real(b);
   switch (op) {
-    case cmpop::eq: return x == y;
-    case cmpop::ne: return x != y;
-    case cmpop::lt: return x < y;
-    case cmpop::le: return x <= y;
-    case cmpop::gt: return x > y;
-    case cmpop::ge: return x >= y;
-    default: return false;
+    case cmpop::eq:
+      return x == y;
+    case cmpop::ne:
+      return x != y;
+    case cmpop::lt:
+      return x < y;
+    case cmpop::le:
+      return x <= y;
+    case cmpop::gt:
+      return x > y;
+    case cmpop::ge:
+      return x >= y;
+    default:
+      return false;
   }
 }
 
@@ -236,14 +294,14 @@ struct cmp_link {
 /// Bytecode operations of the numeric fast path. Registers a, b are operands, dst the result; jump
 /// targets are instruction indices held in pos.
 enum class vm_op : std::uint8_t {
-  move,           // dst = a
-  add,            // dst = a + b (likewise sub, mul, floordiv, mod)
+  move,  // dst = a
+  add,   // dst = a + b (likewise sub, mul, floordiv, mod)
   sub,
   mul,
   floordiv,
   mod,
-  binary,         // dst = a <sub: binop> b (the other binary operators)
-  eq,             // dst = a == b (likewise ne, lt, le, gt, ge)
+  binary,  // dst = a <sub: binop> b (the other binary operators)
+  eq,      // dst = a == b (likewise ne, lt, le, gt, ge)
   ne,
   lt,
   le,

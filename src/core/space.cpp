@@ -530,6 +530,15 @@ std::vector<config> search_space::neighbours(std::span<const std::uint32_t> c, n
       break;
     case neighbourhood::strictly_adjacent:
       for (std::size_t i = 0; i < d; ++i) {
+        if (!m.params[i].ordered) {  // no adjacency among unordered values: any other value
+          for (std::uint32_t v = 0; v < m.radices[i]; ++v) {
+            if (v == c[i]) continue;
+            n[i] = v;
+            if (is_valid(n)) out.push_back(n);
+          }
+          n[i] = c[i];
+          continue;
+        }
         for (int delta : {-1, 1}) {
           const long v = static_cast<long>(c[i]) + delta;
           if (v < 0 || v >= static_cast<long>(m.radices[i])) continue;

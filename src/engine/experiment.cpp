@@ -197,7 +197,7 @@ run_result run_loop(const search_space& space, strategy& strat, evaluator& eval,
         throw error("strategy '" + strat.name() + "' proposed an invalid configuration " +
                     (c.size() == space.dimension() ? space.describe(c) : std::string("(of the wrong length)")));
       if (hist.measured(c))
-        throw error("strategy '" + strat.name() + "' proposed the measured configuration " + space.describe(c));
+        throw error("strategy '" + strat.name() + "' proposed the already measured configuration " + space.describe(c));
       for (std::size_t j = 0; j < i; ++j)
         if (proposals[j] == c)
           throw error("strategy '" + strat.name() + "' proposed " + space.describe(c) + " twice in one batch");

@@ -1,6 +1,8 @@
 #include "kforge/replay.hpp"
 
+#include <chrono>
 #include <map>
+#include <thread>
 #include <mutex>
 
 #include "kforge/document.hpp"
@@ -21,10 +23,11 @@ std::shared_ptr<const recorded_file> load_recorded_cached(const std::string& pat
 }
 
 replay_evaluator::replay_evaluator(std::shared_ptr<const recorded_file> file, const search_space& space,
-                                   std::size_t parallelism)
+                                   std::size_t parallelism, double latency_ms)
     : file_(std::move(file)),
       bound_(std::make_shared<const bound_records>(bind_records(*file_, space))),
       parallelism_(parallelism == 0 ? 1 : parallelism),
+      latency_ms_(latency_ms),
       device_("replay:" + (file_->device_name.empty() ? std::string("recorded") : file_->device_name)) {
   if (bound_->entries.empty())
     throw error("the recording " + file_->path + " has no configuration of the problem's space" +
@@ -41,6 +44,7 @@ std::vector<trial> replay_evaluator::evaluate(std::span<const evaluation_request
   std::vector<trial> out;
   out.reserve(batch.size());
   for (const auto& r : batch) {
+    if (latency_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(latency_ms_));
     const long i = bound_->find(r.cfg);
     trial t;
     if (i < 0) {
@@ -67,7 +71,8 @@ nlohmann::json replay_evaluator::describe() const {
           {"records", file_->records.size()},
           {"records_outside_space", bound_->unmatched},
           {"valid_configurations_unrecorded", unrecorded_valid_},
-          {"parallelism", parallelism_}};
+          {"parallelism", parallelism_},
+          {"latency_ms", latency_ms_}};
 }
 
 void register_replay_evaluator() {
@@ -77,6 +82,7 @@ void register_replay_evaluator() {
       {
           required_option("file", option_type::string, "the recording to replay"),
           int_option("parallelism", 1, "configurations proposed per batch", 1, 4096),
+          real_option("latency_ms", 0.0, "real time each evaluation takes (a sleep; 0: none)", 0, 60000),
       },
       [](const options& o, const evaluator_context& ctx) -> evaluator {
         const auto path = resolve_path(o.string("file"), ctx.base_dir);
@@ -87,7 +93,8 @@ void register_replay_evaluator() {
           o.fail("file", e.what());
         }
         try {
-          return evaluator(replay_evaluator(f, ctx.prob.space, static_cast<std::size_t>(o.integer("parallelism"))));
+          return evaluator(replay_evaluator(f, ctx.prob.space, static_cast<std::size_t>(o.integer("parallelism")),
+                                            o.real("latency_ms")));
         } catch (const config_error&) {
           throw;
         } catch (const error& e) {

@@ -19,7 +19,8 @@ struct constraint_case {
 const constraint_case kCases[] = {
     {"block_size_x*block_size_y<=1024", {32, 16}},
     {"32 <= block_size_x * block_size_y <= 1024", {32, 16}},
-    {"use_shmem == 0 or (((block_size_x*tile_size_x+(filter_width-1)))*((block_size_y*tile_size_y+(filter_height-"
+    {"use_shmem == 0 or "
+     "(((block_size_x*tile_size_x+(filter_width-1)))*((block_size_y*tile_size_y+(filter_height-"
      "1)))) < 12*1024",
      {1, 32, 2, 15, 8, 4, 15}},
     {"KWG % ((MDIMC * NDIMC)/MDIMA) == 0", {64, 16, 16, 8}},
@@ -31,7 +32,8 @@ const constraint_case kCases[] = {
 // Pointers to the bound values, as a search-space enumerator would hold them.
 struct bound_case {
   explicit bound_case(std::size_t i) : expr(kf::expression::parse(kCases[i].text)), values(kCases[i].values) {
-    for (const auto& v : values) slots.push_back(&v);
+    for (const auto& v : values)
+      slots.push_back(&v);
   }
   kf::expression expr;
   std::vector<kf::value> values;
@@ -76,7 +78,8 @@ void bm_expr_parse(benchmark::State& state) {
 }
 
 void all_cases(benchmark::internal::Benchmark* b) {
-  for (std::size_t i = 0; i < std::size(kCases); ++i) b->Arg(static_cast<std::int64_t>(i));
+  for (std::size_t i = 0; i < std::size(kCases); ++i)
+    b->Arg(static_cast<std::int64_t>(i));
 }
 
 }  // namespace

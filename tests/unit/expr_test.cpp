@@ -93,7 +93,7 @@ TEST(ExprLiterals, StringsAndConstants) {
   EXPECT_EQ(eval("\"it's\""), "\"it's\"");
   EXPECT_EQ(eval(R"('a\tb\n')"), R"('a\tb\n')");
   EXPECT_EQ(eval(R"('\x41\101\'\"\\')"), R"('AA\'"\\')");
-  EXPECT_EQ(eval(R"('\q')"), R"('\\q')");  // unknown escapes keep the backslash
+  EXPECT_EQ(eval(R"('\q')"), R"('\\q')");     // unknown escapes keep the backslash
   EXPECT_EQ(eval("'a' \"b\" 'c'"), "'abc'");  // adjacent literals concatenate
   EXPECT_EQ(eval("u'x'"), "'x'");
   EXPECT_EQ(eval("True"), "True");
@@ -166,7 +166,7 @@ TEST(ExprPrecedence, BooleanAndConditional) {
 }
 
 TEST(ExprPrecedence, ChainedComparisons) {
-  EXPECT_EQ(eval("3 > 2 > 1"), "True");  // left-associative would give (True > 1) == False
+  EXPECT_EQ(eval("3 > 2 > 1"), "True");       // left-associative would give (True > 1) == False
   EXPECT_EQ(eval("1 < 2 == True"), "False");  // 1 < 2 and 2 == True
   EXPECT_EQ(eval("(1 < 2) == True"), "True");
   EXPECT_EQ(eval("0 < 0 == 0"), "False");
@@ -301,7 +301,8 @@ TEST(ExprCompare, AcrossKinds) {
   EXPECT_EQ(eval("2.5 > 2"), "True");
   EXPECT_EQ(eval("x != 'a'", {"a"}), "False");
   EXPECT_EQ(eval_failure("1 < 'a'"), (failure{2, "'<' not supported between instances of 'int' and 'str'"}));
-  EXPECT_EQ(eval_failure("None >= None").reason, "'>=' not supported between instances of 'NoneType' and 'NoneType'");
+  EXPECT_EQ(eval_failure("None >= None").reason,
+            "'>=' not supported between instances of 'NoneType' and 'NoneType'");
   EXPECT_EQ(eval_failure("[1] < ['a']").reason, "'<' not supported between instances of 'int' and 'str'");
 }
 
@@ -314,7 +315,10 @@ TEST(ExprCompare, Membership) {
   EXPECT_EQ(eval("'' in 'abc'"), "True");
   EXPECT_EQ(eval("'d' not in 'abc'"), "True");
   EXPECT_EQ(eval("x in (16, 32)", {32}), "True");
-  EXPECT_EQ(eval_failure("1 in 'abc'"), (failure{2, "'in <string>' requires string as left operand, not int"}));
+  EXPECT_EQ(eval("x in range(1, 10000, 2)", {4999}), "True");  // long constant list: generic path
+  EXPECT_EQ(eval("x not in range(1, 10, 2)", {4.0}), "True");
+  EXPECT_EQ(eval_failure("1 in 'abc'"),
+            (failure{2, "'in <string>' requires string as left operand, not int"}));
   EXPECT_EQ(eval_failure("1 in 5"), (failure{2, "argument of type 'int' is not iterable"}));
 }
 
@@ -482,6 +486,9 @@ TEST(ExprBuiltins, Conversions) {
   EXPECT_EQ(eval_failure("int(float('inf'))").reason, "cannot convert float infinity to integer");
   EXPECT_EQ(eval_failure("float('1e')").reason, "could not convert string to float: '1e'");
   EXPECT_EQ(eval_failure("int([1])").reason, "int() argument must be a string or a real number, not 'list'");
+  // Shared sub-lists could make str() enormous; it is refused instead.
+  EXPECT_EQ(eval_failure("str([[0] * 4000] * 4000)").reason,
+            "result too large (more than 10000000 characters)");
 }
 
 TEST(ExprBuiltins, RoundIsHalfToEven) {
@@ -519,7 +526,8 @@ TEST(ExprBuiltins, PowAndSorted) {
   EXPECT_EQ(eval("sorted('bca')"), "['a', 'b', 'c']");
   EXPECT_EQ(eval("sorted([2, 1.5, True])"), "[True, 1.5, 2]");
   EXPECT_EQ(eval("sorted([[2], [1, 5], [1]])"), "[[1], [1, 5], [2]]");
-  EXPECT_EQ(eval_failure("sorted([1, 'a'])").reason, "'<' not supported between instances of 'str' and 'int'");
+  EXPECT_EQ(eval_failure("sorted([1, 'a'])").reason,
+            "'<' not supported between instances of 'str' and 'int'");
 }
 
 TEST(ExprBuiltins, CallErrorsAreParseErrors) {
@@ -530,16 +538,18 @@ TEST(ExprBuiltins, CallErrorsAreParseErrors) {
   EXPECT_EQ(parse_failure("int(1, 2)"), (failure{0, "int() takes at most 1 argument (2 given)"}));
   EXPECT_EQ(parse_failure("max(key=1)"), (failure{4, "keyword arguments are not supported"}));
   EXPECT_EQ(parse_failure("(max)(1, 2)"), (failure{5, "only the builtin functions can be called"}));
-  EXPECT_EQ(parse_failure("sum(x for x in y, 1)").reason, "a generator expression must be the only argument of a call");
+  EXPECT_EQ(parse_failure("sum(x for x in y, 1)").reason,
+            "a generator expression must be the only argument of a call");
 }
 
 // ------------------------------------------------------------------------------------------------
 // Comprehensions and the T1 value lists
 
 TEST(ExprComprehension, T1ValueLists) {
-  EXPECT_EQ(eval("[1, 2, 4, 8, 16] + list(range(32, 1024+1, 32))"),
-            "[1, 2, 4, 8, 16, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448, 480, 512, 544, "
-            "576, 608, 640, 672, 704, 736, 768, 800, 832, 864, 896, 928, 960, 992, 1024]");
+  EXPECT_EQ(
+      eval("[1, 2, 4, 8, 16] + list(range(32, 1024+1, 32))"),
+      "[1, 2, 4, 8, 16, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448, 480, 512, 544, "
+      "576, 608, 640, 672, 704, 736, 768, 800, 832, 864, 896, 928, 960, 992, 1024]");
   EXPECT_EQ(eval("[2**i for i in range(0, 6)]"), "[1, 2, 4, 8, 16, 32]");
   EXPECT_EQ(eval("[i for i in range(1, 11)]"), "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]");
   EXPECT_TRUE(expression::parse("[2**i for i in range(0, 6)]").is_constant());
@@ -581,7 +591,8 @@ TEST(ExprComprehension, Errors) {
   EXPECT_EQ(eval_failure("[x for x in 5]"), (failure{12, "'int' object is not iterable"}));
   EXPECT_EQ(parse_failure("[y for x in range(3) if y for y in range(2)]"),
             (failure{24, "comprehension variable 'y' is used before it is assigned"}));
-  EXPECT_EQ(parse_failure("[max(1) for max in [1]]").reason, "'max' is a comprehension variable, not a function");
+  EXPECT_EQ(parse_failure("[max(1) for max in [1]]").reason,
+            "'max' is a comprehension variable, not a function");
   EXPECT_EQ(parse_failure("[x for x in]"), (failure{11, "unexpected ']'"}));
   EXPECT_EQ(parse_failure("[x for in y]"), (failure{7, "expected a loop variable, found 'in'"}));
   EXPECT_EQ(parse_failure("[x for x y]"), (failure{9, "expected 'in'"}));
@@ -603,8 +614,8 @@ TEST(ExprNames, FreeNamesInOrderOfFirstAppearance) {
   EXPECT_EQ(names_of("1 + 2"), (std::vector<std::string>{}));
   EXPECT_EQ(names_of("use_shmem == 0 or (((block_size_x*tile_size_x+(filter_width-1)))*((block_size_y*"
                      "tile_size_y+(filter_height-1)))) < 12*1024"),
-            (std::vector<std::string>{"use_shmem", "block_size_x", "tile_size_x", "filter_width", "block_size_y",
-                                      "tile_size_y", "filter_height"}));
+            (std::vector<std::string>{"use_shmem", "block_size_x", "tile_size_x", "filter_width",
+                                      "block_size_y", "tile_size_y", "filter_height"}));
   EXPECT_EQ(eval("max + 1", {5}), "6");
 }
 
@@ -640,7 +651,8 @@ TEST(ExprConstraints, TypicalRestrictions) {
   EXPECT_EQ(c2.evaluate_values(std::vector<value>{32, 64}).repr(), "False");
 
   const auto c3 = expression::parse(
-      "use_shmem == 0 or (((block_size_x*tile_size_x+(filter_width-1)))*((block_size_y*tile_size_y+(filter_height-"
+      "use_shmem == 0 or "
+      "(((block_size_x*tile_size_x+(filter_width-1)))*((block_size_y*tile_size_y+(filter_height-"
       "1)))) < 12*1024");
   // (32*2 + 14) * (8*4 + 14) = 78 * 46 = 3588 < 12288
   EXPECT_EQ(c3.evaluate_values(std::vector<value>{1, 32, 2, 15, 8, 4, 15}).repr(), "True");
@@ -656,10 +668,11 @@ TEST(ExprConstraints, TypicalRestrictions) {
 }
 
 TEST(ExprConstraints, TestMatchesTruthinessOfEvaluate) {
-  const char* texts[] = {"a * b <= 1024",     "a % b",          "a / b > 1.5",        "a if b else 0",
-                         "a and b",           "not a or b",     "a in [1, 2, 4] or b",     "a not in (1.5, 2) == b",
-                         "min(a, b) * 2 > 3", "a < b < 2 * b",  "abs(a - b) >= 1",    "round(a / b) == 1",
-                         "a == 'x' or b",     "[a, b][0]",      "int(a) ** 2 > b",    "float(a) // b"};
+  const char* texts[] = {
+      "a * b <= 1024",     "a % b",         "a / b > 1.5",         "a if b else 0",
+      "a and b",           "not a or b",    "a in [1, 2, 4] or b", "a not in (1.5, 2) == b",
+      "min(a, b) * 2 > 3", "a < b < 2 * b", "abs(a - b) >= 1",     "round(a / b) == 1",
+      "a == 'x' or b",     "[a, b][0]",     "int(a) ** 2 > b",     "float(a) // b"};
   const value samples[] = {0, 1, 2, 3, 7, -4, 2.5, 0.0, true, false, "x", value(kf::value_list{1})};
   for (const char* text : texts) {
     const auto e = expression::parse(text);
@@ -707,11 +720,13 @@ TEST(ExprErrors, ParseErrorPositions) {
 TEST(ExprErrors, EvalErrorPositions) {
   EXPECT_EQ(eval_failure("x + 'a'", {1}), (failure{2, "unsupported operand type(s) for +: 'int' and 'str'"}));
   EXPECT_EQ(eval_failure("xs[5]", {value(kf::value_list{1})}), (failure{2, "list index out of range"}));
-  EXPECT_EQ(eval_failure("1 + min(xs)", {value(kf::value_list{})}), (failure{4, "min() arg is an empty sequence"}));
+  EXPECT_EQ(eval_failure("1 + min(xs)", {value(kf::value_list{})}),
+            (failure{4, "min() arg is an empty sequence"}));
   EXPECT_EQ(eval_failure("a < b < c", {1, 2, "s"}),
             (failure{6, "'<' not supported between instances of 'int' and 'str'"}));
   EXPECT_EQ(eval_failure("-s", {"s"}), (failure{0, "bad operand type for unary -: 'str'"}));
-  EXPECT_EQ(eval_failure("[1 // x for x in xs]", {value(kf::value_list{1, 0})}), (failure{3, "integer division by zero"}));
+  EXPECT_EQ(eval_failure("[1 // x for x in xs]", {value(kf::value_list{1, 0})}),
+            (failure{3, "integer division by zero"}));
   // The message of kf::eval_error carries the column and a caret excerpt.
   try {
     expression::parse("a // b").evaluate_values(std::vector<value>{1, 0});
@@ -739,17 +754,21 @@ TEST(ExprErrors, NestingLimits) {
   EXPECT_EQ(parse_failure(std::string(100000, '[')).position, 201u);
   EXPECT_EQ(parse_failure(std::string(100000, '-') + "1").position, 200u);
   std::string not_chain;
-  for (int i = 0; i < 300; ++i) not_chain += "not ";
+  for (int i = 0; i < 300; ++i)
+    not_chain += "not ";
   EXPECT_EQ(parse_failure(not_chain + "1").reason, "expression is nested too deeply (more than 200 levels)");
   // Long flat chains are fine up to the tree-height limit, then a parse_error (never a stack overflow).
   std::string sum = "x";
-  for (int i = 0; i < 500; ++i) sum += " + x";
+  for (int i = 0; i < 500; ++i)
+    sum += " + x";
   EXPECT_EQ(eval(sum, {1}), "501");
   std::string long_sum = "x";
-  for (int i = 0; i < 20000; ++i) long_sum += "+x";
+  for (int i = 0; i < 20000; ++i)
+    long_sum += "+x";
   EXPECT_EQ(parse_failure(long_sum).reason, "expression is too complex (parse tree deeper than 1000)");
   std::string power = "1";
-  for (int i = 0; i < 300; ++i) power += "**1";
+  for (int i = 0; i < 300; ++i)
+    power += "**1";
   EXPECT_EQ(parse_failure(power).reason, "expression is nested too deeply (more than 200 levels)");
 }
 
@@ -784,7 +803,8 @@ TEST(ExprObject, ConstantFolding) {
 }
 
 TEST(ExprObject, NumericFastPathFallsBackForOtherKinds) {
-  const auto e = expression::parse("a * b");  // numeric bytecode exists; strings and lists take the generic path
+  const auto e =
+      expression::parse("a * b");  // numeric bytecode exists; strings and lists take the generic path
   EXPECT_EQ(e.evaluate_values(std::vector<value>{3, 4}).repr(), "12");
   EXPECT_EQ(e.evaluate_values(std::vector<value>{"ab", 2}).repr(), "'abab'");
   EXPECT_EQ(e.evaluate_values(std::vector<value>{2, value(kf::value_list{0})}).repr(), "[0, 0]");

@@ -1,5 +1,7 @@
 // Strategy "ga": a constraint-aware genetic algorithm.
 //
+// Defaults were chosen on the six benchmark_hub spaces (docs/benchmarks.md has the numbers and the
+// command): a small steady-state population beat generational ones of 20 and 26 (Kernel Tuner's size).
 // The initial population is drawn uniformly from the valid configurations. Each child comes from two
 // parents chosen by rank-weighted selection, crossover, and per-gene mutation (to an adjacent value of
 // an ordered parameter or to any other value); an invalid child is repaired by changing one gene to a
@@ -9,16 +11,22 @@
 // both together (replacement "plus"). Failed configurations have infinite time.
 //
 // Options (defaults in brackets):
-//   population_size [20]     individuals per generation
+//   population_size [10]     individuals in the population
 //   crossover [uniform]      uniform | single_point | two_point
 //   mutation_rate [0.15]     probability that a gene mutates
 //   adjacent_mutation [0.5]  probability that a mutation of an ordered parameter moves one step
 //   elites [2]               individuals carried over unchanged (generational replacement)
 //   replacement [plus]       generational | plus
 //   selection_pressure [1.5] rank weight exponent: weight of rank r (0 = best) is (N - r)^pressure
+//   immigrants [0]           fraction of children drawn uniformly from the valid set instead of bred
+//   generation_size [1]      children bred before the population is updated (0: population_size);
+//                            1 with replacement "plus" is a steady-state GA
+//   local_search [0]         fraction of children that are an unmeasured one-gene neighbour of the best
+//                            individual (a memetic step: exploits the best basin directly)
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,13 +36,16 @@
 namespace kf::strategies {
 
 struct genetic_options {
-  std::size_t population_size = 20;
+  std::size_t population_size = 10;
   std::string crossover = "uniform";
   double mutation_rate = 0.15;
   double adjacent_mutation = 0.5;
   std::size_t elites = 2;
   std::string replacement = "plus";
   double selection_pressure = 1.5;
+  double immigrants = 0.0;
+  std::size_t generation_size = 1;  // 0: population_size
+  double local_search = 0.0;
 };
 
 class genetic {
@@ -52,10 +63,14 @@ class genetic {
     double fit;
   };
   config make_child(const search_state& s);
+  std::optional<config> best_neighbour(const search_state& s, const std::vector<config>& taken);
   const member& select_parent();
   void mutate(const search_space& space, config& c);
   bool repair(const search_space& space, config& c);
   void next_generation();
+  std::size_t generation_size() const noexcept {
+    return opt_.generation_size ? opt_.generation_size : opt_.population_size;
+  }
 
   genetic_options opt_;
   rng rng_{0};

@@ -1,0 +1,111 @@
+// Every registered strategy, with its default options, on replay of a recorded space:
+//   - never proposes an invalid, duplicate or already-measured configuration, nor more than asked;
+//   - respects the evaluation budget, for batch sizes 1 and 8;
+//   - gives the same trial sequence for the same seed, and (as a sanity check) another for another seed;
+//   - keeps proposing until the space is exhausted when the budget allows it.
+// The contract is checked directly here (not through the experiment loop, which also enforces it).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "kforge/experiment.hpp"
+#include "kforge/kforge.hpp"
+#include "support/replay_fixture.hpp"
+
+namespace kf {
+namespace {
+
+class conformance : public ::testing::TestWithParam<std::string> {};
+
+struct checked_run {
+  std::vector<config> sequence;
+};
+
+// Drives the strategy by hand, checking every proposal against the contract.
+checked_run drive(const std::string& name, std::uint64_t seed, std::size_t budget, std::size_t batch) {
+  test::stencil_replay f;
+  const auto& space = f.prob.space;
+  auto s = strategy_registry().create({name, {}, {}});
+  auto e = f.make_evaluator();
+  s.initialize(space, seed);
+  run_history h;
+  checked_run out;
+  std::uint64_t seq = 0;
+  while (h.size() < budget) {
+    const std::size_t left = budget - h.size();
+    const search_state st(space, h, {}, left);
+    if (s.finished(st)) break;
+    const std::size_t n = std::min(batch, left);
+    auto props = s.propose(st, n);
+    EXPECT_LE(props.size(), n) << name;
+    std::set<config> distinct;
+    for (const auto& c : props) {
+      EXPECT_TRUE(space.is_valid(c)) << name << " proposed an invalid configuration";
+      EXPECT_FALSE(h.measured(c)) << name << " proposed a measured configuration " << space.describe(c);
+      EXPECT_TRUE(distinct.insert(c).second) << name << " proposed a configuration twice in a batch";
+    }
+    if (props.empty()) break;
+    std::vector<evaluation_request> reqs;
+    for (auto& c : props) reqs.push_back({seq++, c, 0});
+    auto trials = e.evaluate(reqs);
+    for (auto& t : trials) {
+      out.sequence.push_back(t.cfg);
+      h.add(std::move(t));
+    }
+    s.observe(search_state(space, h, {}, std::nullopt),
+              std::span<const trial>(h.trials().data() + h.size() - props.size(), props.size()));
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_LE(h.size(), budget);
+  return out;
+}
+
+TEST_P(conformance, never_invalid_duplicate_or_measured_and_respects_budget) {
+  for (std::size_t batch : {1, 8}) {
+    const auto r = drive(GetParam(), 3, 120, batch);
+    EXPECT_EQ(r.sequence.size(), 120u) << GetParam() << " stopped early with batch " << batch;
+  }
+}
+
+TEST_P(conformance, same_seed_same_sequence) {
+  for (std::size_t batch : {1, 5}) {
+    const auto a = drive(GetParam(), 11, 80, batch);
+    const auto b = drive(GetParam(), 11, 80, batch);
+    const auto c = drive(GetParam(), 12, 80, batch);
+    EXPECT_EQ(a.sequence, b.sequence) << GetParam();
+    EXPECT_NE(a.sequence, c.sequence) << GetParam() << " ignores its seed";
+  }
+}
+
+TEST_P(conformance, same_seed_same_run_through_the_loop) {
+  test::stencil_replay f;
+  budget_spec b;
+  b.evaluations = 60;
+  std::vector<std::vector<config>> seqs;
+  for (int k = 0; k < 2; ++k) {
+    auto s = strategy_registry().create({GetParam(), {}, {}});
+    auto e = f.make_evaluator();
+    const auto r = run_loop(f.prob.space, s, e, b, 21, 4, nullptr, {});
+    std::vector<config> seq;
+    for (const auto& t : r.history.trials()) seq.push_back(t.cfg);
+    seqs.push_back(seq);
+  }
+  EXPECT_EQ(seqs[0], seqs[1]);
+}
+
+TEST_P(conformance, can_exhaust_a_space) {
+  const auto r = drive(GetParam(), 5, 1000, 16);
+  test::stencil_replay f;
+  EXPECT_EQ(r.sequence.size(), f.prob.space.valid().size()) << GetParam() << " stopped before the space was exhausted";
+}
+
+std::vector<std::string> registered() {
+  register_builtins();
+  return strategy_registry().names();
+}
+
+INSTANTIATE_TEST_SUITE_P(all_strategies, conformance, ::testing::ValuesIn(registered()),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace kf

@@ -1,0 +1,142 @@
+#include <gtest/gtest.h>
+
+#include "kforge/error.hpp"
+#include "kforge/experiment.hpp"
+#include "kforge/kforge.hpp"
+#include "kforge/strategies/random_search.hpp"
+#include "support/replay_fixture.hpp"
+
+namespace kf {
+namespace {
+
+std::vector<config> configs_of(const run_history& h) {
+  std::vector<config> out;
+  for (const auto& t : h.trials()) out.push_back(t.cfg);
+  return out;
+}
+
+TEST(experiment, budget_in_evaluations_and_simulated_time) {
+  register_builtins();
+  test::stencil_replay f;
+  for (std::size_t batch : {1, 7}) {
+    auto s = strategy_registry().create({"ga", {}, {}});
+    auto e = f.make_evaluator();
+    budget_spec b;
+    b.evaluations = 30;
+    const auto r = run_loop(f.prob.space, s, e, b, 1, batch, nullptr, {});
+    EXPECT_EQ(r.history.size(), 30u);
+    EXPECT_EQ(r.reason, stop_reason::evaluations);
+    for (std::size_t i = 0; i < r.history.size(); ++i) EXPECT_EQ(r.history.trials()[i].sequence, i);
+  }
+  auto s = strategy_registry().create({"random", {}, {}});
+  auto e = f.make_evaluator();
+  budget_spec b;
+  b.simulated_seconds = 5.0;
+  const auto r = run_loop(f.prob.space, s, e, b, 2, 1, nullptr, {});
+  EXPECT_EQ(r.reason, stop_reason::simulated_time);
+  EXPECT_GE(r.clock_s, 5.0);
+  // The loop stops before a batch once the limit is reached: the last trial crossed it.
+  EXPECT_LT(r.clock_s - r.history.trials().back().cost.total(), 5.0);
+  double sum = 0;
+  for (const auto& t : r.history.trials()) {
+    sum += t.cost.total();
+    EXPECT_NEAR(t.clock_s, sum, 1e-9);
+  }
+}
+
+TEST(experiment, exhausting_the_space_stops_cleanly) {
+  register_builtins();
+  test::stencil_replay f;
+  auto s = strategy_registry().create({"random", {}, {}});
+  auto e = f.make_evaluator();
+  const auto r = run_loop(f.prob.space, s, e, {}, 5, 64, nullptr, {});
+  EXPECT_EQ(r.history.size(), f.prob.space.valid().size());
+  EXPECT_TRUE(r.reason == stop_reason::strategy_finished || r.reason == stop_reason::space_exhausted);
+  ASSERT_NE(r.history.best(), nullptr);
+  EXPECT_NEAR(r.history.best()->time_ms, 0.159312, 1e-6);  // the recorded optimum
+}
+
+TEST(experiment, resume_from_a_partial_store_continues_identically) {
+  register_builtins();
+  test::stencil_replay f;
+  test::temp_dir tmp;
+  budget_spec b;
+  b.evaluations = 40;
+  auto ref_s = strategy_registry().create({"ga", {}, {}});
+  auto ref_e = f.make_evaluator();
+  const auto ref = run_loop(f.prob.space, ref_s, ref_e, b, 9, 3, nullptr, {});
+  // Store the first 17 trials only (as if killed mid-batch), then resume.
+  {
+    run_store st(tmp.path() / "run");
+    for (std::size_t i = 0; i < 17; ++i) st.commit(ref.history.trials()[i]);
+  }
+  run_store st(tmp.path() / "run");
+  auto s = strategy_registry().create({"ga", {}, {}});
+  auto e = f.make_evaluator();
+  run_options o;
+  EXPECT_THROW(run_loop(f.prob.space, s, e, b, 9, 3, &st, o), error);  // without resume: refused
+  o.resume = true;
+  auto s2 = strategy_registry().create({"ga", {}, {}});
+  const auto r = run_loop(f.prob.space, s2, e, b, 9, 3, &st, o);
+  EXPECT_EQ(r.resumed, 17u);
+  EXPECT_EQ(configs_of(r.history), configs_of(ref.history));
+  EXPECT_EQ(st.trial_count(), 40u);
+  // A different seed cannot resume this run.
+  auto s3 = strategy_registry().create({"ga", {}, {}});
+  run_store st2(tmp.path() / "run");
+  EXPECT_THROW(run_loop(f.prob.space, s3, e, b, 10, 3, &st2, o), error);
+}
+
+// A strategy that breaks its contract is reported, not silently tolerated.
+struct repeats_itself {
+  config c;
+  std::vector<config> propose(const search_state& s, std::size_t) {
+    if (c.empty()) c = s.space().valid().at(0);
+    return {c};
+  }
+  void observe(const search_state&, std::span<const trial>) {}
+};
+
+TEST(experiment, contract_violations_are_errors) {
+  test::stencil_replay f;
+  strategy s(repeats_itself{}, "repeats_itself");
+  auto e = f.make_evaluator();
+  budget_spec b;
+  b.evaluations = 5;
+  try {
+    run_loop(f.prob.space, s, e, b, 1, 1, nullptr, {});
+    FAIL();
+  } catch (const error& ex) {
+    EXPECT_NE(std::string(ex.what()).find("already measured"), std::string::npos) << ex.what();
+  }
+}
+
+TEST(experiment, full_run_with_store_and_report) {
+  register_builtins();
+  test::temp_dir tmp;
+  const auto cfg = test::write_file(
+      tmp.path() / "e.yaml",
+      "problem: {t1: " + (test::source_dir() / "experiments/stencil2d-h200/T1.json").string() +
+          "}\nstrategy: ga\nevaluator: {type: replay, params: {file: " +
+          (test::source_dir() / "experiments/stencil2d-h200/cache.json").string() +
+          "}}\nbudget: {evaluations: 25}\nseed: 4\noutput: " + (tmp.path() / "run").string() + "\n");
+  auto r = test::run_command(std::string(KFORGE_CLI) + " run " + cfg.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("stopped: evaluation budget reached after 25 trials"), std::string::npos) << r.output;
+  r = test::run_command(std::string(KFORGE_CLI) + " run " + cfg.string());
+  EXPECT_EQ(r.status, 1) << r.output;  // the folder holds a finished run: --resume or another output
+  r = test::run_command(std::string(KFORGE_CLI) + " run --resume --evaluations 30 " + cfg.string());
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("after 30 trials (25 taken from the stored run)"), std::string::npos) << r.output;
+  r = test::run_command(std::string(KFORGE_CLI) + " report " + (tmp.path() / "run").string());
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("30 trials"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("convergence"), std::string::npos) << r.output;
+  for (const char* fmt : {"jsonl", "csv", "t4", "kernel_tuner"}) {
+    r = test::run_command(std::string(KFORGE_CLI) + " export " + (tmp.path() / "run").string() + " --format " + fmt);
+    EXPECT_EQ(r.status, 0) << fmt << ": " << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace kf
