@@ -7,7 +7,9 @@ namespace kf::strategies {
 
 std::optional<config> draw_unseen(const search_state& s, rng& r, const std::vector<config>& also) {
   const auto& space = s.space();
-  auto fresh = [&](const config& c) { return !s.seen(c) && std::find(also.begin(), also.end(), c) == also.end(); };
+  auto fresh = [&](const config& c) {
+    return !s.seen(c) && std::find(also.begin(), also.end(), c) == also.end();
+  };
   for (int attempt = 0; attempt < 64; ++attempt) {
     auto c = space.sample(r);
     if (fresh(c)) return c;

@@ -20,7 +20,8 @@ const genetic::member& genetic::select_parent() {
   // Rank-weighted: population_ is sorted best first; weight (N - r)^pressure.
   const std::size_t n = population_.size();
   double total = 0;
-  for (std::size_t r = 0; r < n; ++r) total += std::pow(static_cast<double>(n - r), opt_.selection_pressure);
+  for (std::size_t r = 0; r < n; ++r)
+    total += std::pow(static_cast<double>(n - r), opt_.selection_pressure);
   double u = rng_.uniform() * total;
   for (std::size_t r = 0; r < n; ++r) {
     u -= std::pow(static_cast<double>(n - r), opt_.selection_pressure);
@@ -35,9 +36,12 @@ void genetic::mutate(const search_space& space, config& c) {
     const auto n = static_cast<std::uint32_t>(params[i].values.size());
     if (n < 2 || !rng_.bernoulli(opt_.mutation_rate)) continue;
     if (params[i].ordered && rng_.bernoulli(opt_.adjacent_mutation)) {
-      if (c[i] == 0) c[i] = 1;
-      else if (c[i] + 1 == n) c[i] = n - 2;
-      else c[i] += rng_.bernoulli(0.5) ? 1 : -1;
+      if (c[i] == 0)
+        c[i] = 1;
+      else if (c[i] + 1 == n)
+        c[i] = n - 2;
+      else
+        c[i] += rng_.bernoulli(0.5) ? 1 : -1;
     } else {
       auto v = static_cast<std::uint32_t>(rng_.index(n - 1));
       c[i] = v >= c[i] ? v + 1 : v;
@@ -81,11 +85,13 @@ config genetic::make_child(const search_state& s) {
       if (rng_.bernoulli(0.5)) c[i] = b[i];
   } else if (opt_.crossover == "single_point") {
     const auto p = d > 1 ? 1 + rng_.index(d - 1) : 0;
-    for (std::size_t i = p; i < d; ++i) c[i] = b[i];
+    for (std::size_t i = p; i < d; ++i)
+      c[i] = b[i];
   } else {  // two_point
     auto p = rng_.index(d + 1), q = rng_.index(d + 1);
     if (p > q) std::swap(p, q);
-    for (std::size_t i = p; i < q; ++i) c[i] = b[i];
+    for (std::size_t i = p; i < q; ++i)
+      c[i] = b[i];
   }
   mutate(space, c);
   if (c == a || c == b) {
@@ -192,7 +198,8 @@ void genetic::observe(const search_state&, std::span<const trial> done) {
     if (awaiting_ == 0 && !offspring_.empty() && (offspring_.size() >= opt_.population_size || exhausted_)) {
       population_ = std::move(offspring_);
       offspring_.clear();
-      std::stable_sort(population_.begin(), population_.end(), [](const member& x, const member& y) { return x.fit < y.fit; });
+      std::stable_sort(population_.begin(), population_.end(),
+                       [](const member& x, const member& y) { return x.fit < y.fit; });
     }
     return;
   }
@@ -218,7 +225,9 @@ void genetic::next_generation() {
   offspring_.clear();
 }
 
-bool genetic::finished(const search_state&) const { return exhausted_; }
+bool genetic::finished(const search_state&) const {
+  return exhausted_;
+}
 
 void register_genetic() {
   strategy_registry().add({
@@ -226,17 +235,21 @@ void register_genetic() {
       "constraint-aware genetic algorithm: rank selection, crossover, mutation, repair, elitism",
       {
           int_option("population_size", 10, "individuals in the population", 2, 100000),
-          string_option("crossover", "uniform", "crossover operator", {"uniform", "single_point", "two_point"}),
+          string_option("crossover", "uniform", "crossover operator",
+                        {"uniform", "single_point", "two_point"}),
           real_option("mutation_rate", 0.15, "probability that a gene mutates", 0, 1),
           real_option("adjacent_mutation", 0.5, "probability that an ordered gene moves one step", 0, 1),
           int_option("elites", 2, "individuals kept unchanged (generational replacement)", 0, 100000),
-          string_option("replacement", "plus",
-                        "next generation from the offspring and elites (generational) or the best of both (plus)",
-                        {"generational", "plus"}),
+          string_option(
+              "replacement", "plus",
+              "next generation from the offspring and elites (generational) or the best of both (plus)",
+              {"generational", "plus"}),
           real_option("selection_pressure", 1.5, "exponent of the rank weights", 0, 10),
           real_option("immigrants", 0.0, "fraction of children drawn uniformly from the valid set", 0, 1),
-          int_option("generation_size", 1, "children bred before the population is updated (0: population_size)", 0, 100000),
-          real_option("local_search", 0.0, "fraction of children that are unmeasured one-gene neighbours of the best", 0, 1),
+          int_option("generation_size", 1,
+                     "children bred before the population is updated (0: population_size)", 0, 100000),
+          real_option("local_search", 0.0,
+                      "fraction of children that are unmeasured one-gene neighbours of the best", 0, 1),
       },
       [](const options& o) {
         genetic_options g;

@@ -40,11 +40,15 @@ std::vector<config> random_search::propose(const search_state& s, std::size_t n)
   return out;
 }
 
-bool random_search::finished(const search_state&) const { return permuted_ && next_ >= total_; }
+bool random_search::finished(const search_state&) const {
+  return permuted_ && next_ >= total_;
+}
 
 void register_random_search() {
-  strategy_registry().add({"random", "uniform random search without replacement over the valid configurations", {},
-                    [](const options&) { return strategy(random_search{}, "random"); }});
+  strategy_registry().add({"random",
+                           "uniform random search without replacement over the valid configurations",
+                           {},
+                           [](const options&) { return strategy(random_search{}, "random"); }});
 }
 
 }  // namespace kf::strategies

@@ -18,8 +18,8 @@ namespace kf {
 
 struct document {
   nlohmann::json root;
-  std::string file;                   ///< as given (path or "embedded:<name>")
-  std::filesystem::path base_dir;     ///< folder that relative paths inside the file are resolved from
+  std::string file;                ///< as given (path or "embedded:<name>")
+  std::filesystem::path base_dir;  ///< folder that relative paths inside the file are resolved from
   std::shared_ptr<const std::map<std::string, int>> lines;  ///< key path -> 1-based line
 
   /// A location at `key_path` that reports the line when it fails.
@@ -31,7 +31,8 @@ struct document {
 document load_document(const std::string& path);
 
 /// Parses text as YAML (JSON is YAML) with `file` used in error messages.
-document parse_document(const std::string& text, const std::string& file, const std::filesystem::path& base_dir);
+document parse_document(const std::string& text, const std::string& file,
+                        const std::filesystem::path& base_dir);
 
 /// Reads a whole file, transparently gunzipping .gz files; "embedded:<name>" reads an embedded file.
 /// Throws kf::error naming the file when it cannot be read.

@@ -81,8 +81,8 @@ class async_evaluator {
 class evaluator {
  public:
   template <evaluator_like T>
-    requires(!std::same_as<std::remove_cvref_t<T>, evaluator>)
-  evaluator(T e)  // NOLINT(google-explicit-constructor)
+  requires(!std::same_as<std::remove_cvref_t<T>, evaluator>)
+      evaluator(T e)  // NOLINT(google-explicit-constructor)
       : impl_(std::make_unique<sync_model<T>>(std::move(e))) {}
   explicit evaluator(std::unique_ptr<async_evaluator> a) : impl_(std::move(a)) {}
 
@@ -105,7 +105,8 @@ class evaluator {
     explicit sync_model(T v) : value(std::move(v)) {}
     void submit(std::vector<evaluation_request> r) override {
       auto done = value.evaluate(std::span<const evaluation_request>(r));
-      for (auto& t : done) ready.push_back(std::move(t));
+      for (auto& t : done)
+        ready.push_back(std::move(t));
     }
     std::vector<trial> collect(bool) override {
       std::vector<trial> out(std::make_move_iterator(ready.begin()), std::make_move_iterator(ready.end()));

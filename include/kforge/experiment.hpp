@@ -46,7 +46,7 @@ struct experiment_spec {
   plugin_spec evaluator;
   budget_spec budget;
   std::uint64_t seed = 0;
-  std::filesystem::path output;  ///< run folder
+  std::filesystem::path output;           ///< run folder
   std::optional<std::size_t> batch_size;  ///< proposals per batch (default: the evaluator's parallelism)
   std::filesystem::path base_dir;
   nlohmann::json raw;  ///< the config as read, recorded with the run

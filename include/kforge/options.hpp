@@ -35,9 +35,9 @@ struct option_spec {
   option_type type = option_type::integer;
   nlohmann::json default_value;  ///< null with required == false means "no value" (optional option)
   std::string doc;
-  std::optional<double> min;          ///< inclusive, numbers only
-  std::optional<double> max;          ///< inclusive, numbers only
-  std::vector<std::string> choices;   ///< allowed strings, when not empty
+  std::optional<double> min;         ///< inclusive, numbers only
+  std::optional<double> max;         ///< inclusive, numbers only
+  std::vector<std::string> choices;  ///< allowed strings, when not empty
   bool required = false;
 };
 
@@ -47,7 +47,8 @@ option_spec int_option(std::string name, std::int64_t def, std::string doc, std:
 option_spec real_option(std::string name, double def, std::string doc, std::optional<double> min = {},
                         std::optional<double> max = {});
 option_spec bool_option(std::string name, bool def, std::string doc);
-option_spec string_option(std::string name, std::string def, std::string doc, std::vector<std::string> choices = {});
+option_spec string_option(std::string name, std::string def, std::string doc,
+                          std::vector<std::string> choices = {});
 option_spec required_option(std::string name, option_type type, std::string doc);
 /// An option of any type whose absence means "not set" (json null).
 option_spec optional_option(std::string name, option_type type, std::string doc);

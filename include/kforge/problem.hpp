@@ -22,9 +22,9 @@ namespace kf {
 struct problem {
   std::string name;
   search_space space;
-  std::string source_kind;  ///< "t1", "cache" or "kernel"
-  std::string source_file;  ///< resolved path (or embedded:...)
-  nlohmann::json kernel;    ///< T1 KernelSpecification or kforge kernel description; null when absent
+  std::string source_kind;         ///< "t1", "cache" or "kernel"
+  std::string source_file;         ///< resolved path (or embedded:...)
+  nlohmann::json kernel;           ///< T1 KernelSpecification or kforge kernel description; null when absent
   std::filesystem::path base_dir;  ///< folder of source_file, for the kernel's relative paths
 };
 

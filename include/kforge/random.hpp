@@ -23,7 +23,8 @@ class rng {
 
   void reseed(std::uint64_t seed) noexcept {
     std::uint64_t x = seed;
-    for (auto& s : s_) s = splitmix64(x);
+    for (auto& s : s_)
+      s = splitmix64(x);
   }
 
   /// A child generator whose stream is independent of this one's (for sub-components).
@@ -67,7 +68,8 @@ class rng {
   /// Standard normal (Box-Muller; one value per call, the pair's second is discarded for simplicity).
   double normal() noexcept {
     double u1 = uniform();
-    while (u1 <= 0.0) u1 = uniform();
+    while (u1 <= 0.0)
+      u1 = uniform();
     const double u2 = uniform();
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
@@ -75,7 +77,8 @@ class rng {
   /// Fisher-Yates shuffle.
   template <class T>
   void shuffle(std::span<T> xs) noexcept {
-    for (std::size_t i = xs.size(); i > 1; --i) std::swap(xs[i - 1], xs[index(i)]);
+    for (std::size_t i = xs.size(); i > 1; --i)
+      std::swap(xs[i - 1], xs[index(i)]);
   }
 
  private:

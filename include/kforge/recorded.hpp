@@ -31,8 +31,9 @@ struct recorded_file {
   std::string format;  ///< "kernel_tuner", "t4" or "ktt"
   std::string device_name;
   std::string kernel_name;
-  std::vector<std::string> param_names;                  ///< in the recorded order
-  std::map<std::string, std::vector<value>> param_values;  ///< declared values (KT tune_params) or observed ones
+  std::vector<std::string> param_names;  ///< in the recorded order
+  std::map<std::string, std::vector<value>>
+      param_values;  ///< declared values (KT tune_params) or observed ones
   std::vector<recorded_record> records;
 };
 

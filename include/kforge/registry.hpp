@@ -62,8 +62,10 @@ class registry {
     auto it = entries_.find(std::string(name));
     if (it == entries_.end()) {
       std::string known;
-      for (const auto& [n, e] : entries_) known += (known.empty() ? "" : ", ") + n;
-      where.child("type").fail("unknown " + kind_ + " '" + std::string(name) + "' (registered: " + known + ")");
+      for (const auto& [n, e] : entries_)
+        known += (known.empty() ? "" : ", ") + n;
+      where.child("type").fail("unknown " + kind_ + " '" + std::string(name) + "' (registered: " + known +
+                               ")");
     }
     return it->second;
   }
@@ -78,7 +80,8 @@ class registry {
   std::vector<std::string> names() const {
     std::lock_guard lk(mu_);
     std::vector<std::string> out;
-    for (const auto& [n, e] : entries_) out.push_back(n);
+    for (const auto& [n, e] : entries_)
+      out.push_back(n);
     return out;
   }
 

@@ -21,8 +21,8 @@ class replay_evaluator {
  public:
   /// `latency_ms`: real time each evaluation takes (a sleep), to exercise schedulers, progress output and
   /// kill/resume on a realistic time scale; 0 (the default) replays as fast as possible.
-  replay_evaluator(std::shared_ptr<const recorded_file> file, const search_space& space, std::size_t parallelism = 1,
-                   double latency_ms = 0);
+  replay_evaluator(std::shared_ptr<const recorded_file> file, const search_space& space,
+                   std::size_t parallelism = 1, double latency_ms = 0);
 
   std::vector<trial> evaluate(std::span<const evaluation_request> batch) const;
   std::size_t parallelism() const noexcept { return parallelism_; }

@@ -36,7 +36,7 @@ class space_statistics {
  public:
   explicit space_statistics(const recorded_file& f);
 
-  std::size_t size() const noexcept { return size_; }             ///< records, failed ones included
+  std::size_t size() const noexcept { return size_; }  ///< records, failed ones included
   std::size_t valid_count() const noexcept { return dist_.size(); }
   const std::vector<double>& sorted_performances() const noexcept { return dist_; }  ///< ascending
   double optimum() const noexcept { return dist_.front(); }
@@ -72,11 +72,11 @@ struct score_settings {
 };
 
 struct space_score {
-  double score = 0;                ///< mean P(t) of the pooled curve (the methodology's number)
-  std::vector<double> per_run;     ///< mean P(t) of each run's own curve
+  double score = 0;             ///< mean P(t) of the pooled curve (the methodology's number)
+  std::vector<double> per_run;  ///< mean P(t) of each run's own curve
   double per_run_mean = 0, per_run_std = 0;
-  std::vector<double> time_range;  ///< seconds
-  std::vector<double> p_curve;     ///< pooled P(t)
+  std::vector<double> time_range;     ///< seconds
+  std::vector<double> p_curve;        ///< pooled P(t)
   double real_stopping_fraction = 1;  ///< fraction of the range before the median run ended
 };
 
@@ -84,10 +84,12 @@ struct space_score {
 std::vector<double> score_time_range(const space_statistics& st, const score_settings& s);
 
 /// Scores the runs of one strategy on one space.
-space_score score_runs(const space_statistics& st, const std::vector<run_trace>& runs, const score_settings& s);
+space_score score_runs(const space_statistics& st, const std::vector<run_trace>& runs,
+                       const score_settings& s);
 
 /// Decreasing isotonic regression of y on x (pool-adjacent-violators; ties in x averaged), evaluated at
 /// `at` by linear interpolation between the fitted points and clipped outside them. Exposed for tests.
-std::vector<double> isotonic_decreasing(std::vector<double> x, std::vector<double> y, const std::vector<double>& at);
+std::vector<double> isotonic_decreasing(std::vector<double> x, std::vector<double> y,
+                                        const std::vector<double>& at);
 
 }  // namespace kf

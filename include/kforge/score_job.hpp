@@ -47,14 +47,16 @@ score_job load_score_job(const std::string& path);
 struct score_cell {
   std::string space, strategy;
   space_score score;
-  double mean_evaluations = 0;  ///< trials per run
+  double mean_evaluations = 0;    ///< trials per run
   double mean_best_over_opt = 0;  ///< best found / optimum at the end of the budget
 };
 
 struct score_table {
   std::vector<std::string> spaces, strategies;
   std::vector<score_cell> cells;  ///< space-major
-  const score_cell& at(std::size_t space, std::size_t strategy) const { return cells[space * strategies.size() + strategy]; }
+  const score_cell& at(std::size_t space, std::size_t strategy) const {
+    return cells[space * strategies.size() + strategy];
+  }
   /// Mean over spaces of a strategy's pooled score.
   double mean_score(std::size_t strategy) const;
 };

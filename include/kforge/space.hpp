@@ -53,8 +53,8 @@ struct param {
 param make_param(std::string name, param_type type, std::vector<value> values);
 
 enum class neighbourhood {
-  hamming,            ///< differs in exactly one parameter, any value
-  adjacent,           ///< every parameter within one index step (unordered: any value; Kernel Tuner's "adjacent")
+  hamming,   ///< differs in exactly one parameter, any value
+  adjacent,  ///< every parameter within one index step (unordered: any value; Kernel Tuner's "adjacent")
   strictly_adjacent,  ///< exactly one parameter moved by one index step (unordered: to any other value)
 };
 
@@ -82,11 +82,11 @@ class valid_set {
 
 /// Statistics of the last enumeration.
 struct enumeration_stats {
-  double cartesian_size = 0;           ///< product of the value-list sizes
-  std::uint64_t nodes_visited = 0;     ///< partial assignments expanded
+  double cartesian_size = 0;        ///< product of the value-list sizes
+  std::uint64_t nodes_visited = 0;  ///< partial assignments expanded
   std::uint64_t constraint_evaluations = 0;
-  std::uint64_t constraint_errors = 0; ///< evaluations that raised (counted as violations)
-  std::string first_error;             ///< message of the first one
+  std::uint64_t constraint_errors = 0;  ///< evaluations that raised (counted as violations)
+  std::string first_error;              ///< message of the first one
   double seconds = 0;
 };
 

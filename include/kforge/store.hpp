@@ -10,8 +10,8 @@
 #include <memory>
 #include <optional>
 #include <ostream>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,7 +57,7 @@ search_space space_from_description(const nlohmann::json& d);
 /// Exports of a run's trials. `space` gives parameter names and values.
 enum class export_format { jsonl, csv, t4, kernel_tuner };
 std::optional<export_format> export_format_from_string(std::string_view s);
-void export_trials(const std::vector<trial>& trials, const search_space& space, export_format fmt, std::ostream& out,
-                   const nlohmann::json& run_meta = {});
+void export_trials(const std::vector<trial>& trials, const search_space& space, export_format fmt,
+                   std::ostream& out, const nlohmann::json& run_meta = {});
 
 }  // namespace kf

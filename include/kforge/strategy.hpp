@@ -67,7 +67,9 @@ concept strategy_like = std::move_constructible<T> &&
 
 namespace detail {
 template <class T>
-concept has_initialize = requires(T& s, const search_space& sp, std::uint64_t seed) { s.initialize(sp, seed); };
+concept has_initialize = requires(T& s, const search_space& sp, std::uint64_t seed) {
+  s.initialize(sp, seed);
+};
 template <class T>
 concept has_finished = requires(const T& s, const search_state& st) {
   { s.finished(st) } -> std::convertible_to<bool>;
@@ -77,8 +79,8 @@ concept has_finished = requires(const T& s, const search_state& st) {
 class strategy {
  public:
   template <strategy_like T>
-    requires(!std::same_as<std::remove_cvref_t<T>, strategy>)
-  strategy(T s, std::string name = typeid(T).name())  // NOLINT(google-explicit-constructor)
+  requires(!std::same_as<std::remove_cvref_t<T>, strategy>)
+      strategy(T s, std::string name = typeid(T).name())  // NOLINT(google-explicit-constructor)
       : impl_(std::make_unique<model<T>>(std::move(s))), name_(std::move(name)) {}
 
   strategy(strategy&&) noexcept = default;

@@ -16,9 +16,9 @@ int cmd_export(const std::vector<std::string>& args) {
       "usage: kforge export RUN --format FORMAT [--out FILE]\n\n"
       "Writes the trials of the run in folder RUN (by sequence).\n\noptions");
   desc.add_options()("help,h", "show this help")("format,f", po::value<std::string>()->default_value("jsonl"),
-                                                  "jsonl | csv | t4 | kernel_tuner")(
-      "out,o", po::value<std::string>(), "output file (default: standard output)")("run", po::value<std::string>(),
-                                                                                  "the run folder");
+                                                 "jsonl | csv | t4 | kernel_tuner")(
+      "out,o", po::value<std::string>(), "output file (default: standard output)")(
+      "run", po::value<std::string>(), "the run folder");
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
@@ -30,7 +30,8 @@ int cmd_export(const std::vector<std::string>& args) {
   }
   if (!vm.count("run")) throw config_error("kforge export", "RUN", "missing: give a run folder");
   const std::filesystem::path dir = vm["run"].as<std::string>();
-  if (!std::filesystem::exists(dir / "run.sqlite")) throw error("no run in '" + dir.string() + "' (run.sqlite is missing)");
+  if (!std::filesystem::exists(dir / "run.sqlite"))
+    throw error("no run in '" + dir.string() + "' (run.sqlite is missing)");
   const auto fmt = export_format_from_string(vm["format"].as<std::string>());
   if (!fmt) throw config_error("kforge export", "--format", "expected jsonl, csv, t4 or kernel_tuner");
   run_store store(dir);

@@ -16,8 +16,10 @@ void list(const R& reg) {
   for (const auto& name : reg.names()) {
     const auto e = reg.get(name);
     std::cout << "\n" << name << ": " << e.summary << "\n";
-    if (e.options.empty()) std::cout << "  (no options)\n";
-    else std::cout << describe_options(e.options);
+    if (e.options.empty())
+      std::cout << "  (no options)\n";
+    else
+      std::cout << describe_options(e.options);
   }
   std::cout << "\n";
 }
@@ -25,7 +27,8 @@ void list(const R& reg) {
 
 int cmd_plugins(const std::vector<std::string>& args) {
   po::options_description desc(
-      "usage: kforge plugins\n\nLists the registered strategies and evaluators and their options with defaults.\n\noptions");
+      "usage: kforge plugins\n\nLists the registered strategies and evaluators and their options with "
+      "defaults.\n\noptions");
   desc.add_options()("help,h", "show this help");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(desc).run(), vm);

@@ -30,20 +30,24 @@ int cmd_report(const std::vector<std::string>& args) {
   }
   if (!vm.count("run")) throw config_error("kforge report", "RUN", "missing: give a run folder");
   const std::filesystem::path dir = vm["run"].as<std::string>();
-  if (!std::filesystem::exists(dir / "run.sqlite")) throw error("no run in '" + dir.string() + "' (run.sqlite is missing)");
+  if (!std::filesystem::exists(dir / "run.sqlite"))
+    throw error("no run in '" + dir.string() + "' (run.sqlite is missing)");
   run_store store(dir);
   const auto space = space_from_description(store.meta("space"));
   run_history h;
-  for (auto& t : store.trials()) h.add(std::move(t));
+  for (auto& t : store.trials())
+    h.add(std::move(t));
   std::cout << "run " << dir.string();
   if (auto n = store.meta("name"); n.is_string()) std::cout << " (" << n.get<std::string>() << ")";
   std::cout << ": " << h.size() << " trials";
-  if (auto f = store.meta("finished"); f.is_object()) std::cout << ", " << f.value("reason", "");
-  else std::cout << ", not finished (interrupted or running; kforge run --resume continues it)";
+  if (auto f = store.meta("finished"); f.is_object())
+    std::cout << ", " << f.value("reason", "");
+  else
+    std::cout << ", not finished (interrupted or running; kforge run --resume continues it)";
   std::cout << "\n";
   if (auto ev = store.meta("evaluator"); ev.is_object())
-    std::cout << "evaluator: " << ev.value("type", "?") << (ev.contains("device") ? " " + ev.value("device", "") : "")
-              << "\n";
+    std::cout << "evaluator: " << ev.value("type", "?")
+              << (ev.contains("device") ? " " + ev.value("device", "") : "") << "\n";
   if (const auto* b = h.best()) {
     std::printf("best: %.4f ms (median, IQR %.4f ms, min %.4f ms) at trial %llu, clock %s\n", b->time_ms,
                 b->time_iqr_ms, b->time_min_ms, static_cast<unsigned long long>(b->sequence),
@@ -54,7 +58,8 @@ int cmd_report(const std::vector<std::string>& args) {
   }
   std::cout << "trials by status:";
   for (std::size_t s = 0; s < status_count; ++s)
-    if (h.count(static_cast<status>(s))) std::cout << " " << to_string(static_cast<status>(s)) << " " << h.count(static_cast<status>(s));
+    if (h.count(static_cast<status>(s)))
+      std::cout << " " << to_string(static_cast<status>(s)) << " " << h.count(static_cast<status>(s));
   std::cout << "\n\nconvergence\n  trials  clock         best (ms)   vs final\n";
   double best = INFINITY;
   const double final_best = h.best() ? h.best()->time_ms : NAN;
@@ -64,11 +69,12 @@ int cmd_report(const std::vector<std::string>& args) {
     if (trials[i].ok()) best = std::min(best, trials[i].time_ms);
     if (i + 1 == next || i + 1 == trials.size()) {
       if (std::isfinite(best))
-        std::printf("  %6zu  %-12s  %10.4f  %7.3fx\n", i + 1, format_duration(trials[i].clock_s).c_str(), best,
-                    best / final_best);
+        std::printf("  %6zu  %-12s  %10.4f  %7.3fx\n", i + 1, format_duration(trials[i].clock_s).c_str(),
+                    best, best / final_best);
       else
         std::printf("  %6zu  %-12s  %10s\n", i + 1, format_duration(trials[i].clock_s).c_str(), "-");
-      next = next < 5 ? next + 1 : (next * 2 > trials.size() && i + 1 < trials.size() ? trials.size() : next * 2);
+      next = next < 5 ? next + 1
+                      : (next * 2 > trials.size() && i + 1 < trials.size() ? trials.size() : next * 2);
     }
   }
   return 0;

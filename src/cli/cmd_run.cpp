@@ -36,10 +36,14 @@ class progress_reporter {
     }
     line += " | elapsed " + format_duration(elapsed);
     line += " | clock " + format_duration(t.clock_s);
-    if (b.evaluations) line += " | left " + std::to_string(*b.evaluations - std::min(*b.evaluations, h.size())) + " evals";
-    if (b.simulated_seconds) line += " | sim budget left " + format_duration(std::max(0.0, *b.simulated_seconds - t.clock_s));
-    if (tty_) std::cout << "\r\033[K" << line << std::flush;
-    else std::cout << line << "\n";
+    if (b.evaluations)
+      line += " | left " + std::to_string(*b.evaluations - std::min(*b.evaluations, h.size())) + " evals";
+    if (b.simulated_seconds)
+      line += " | sim budget left " + format_duration(std::max(0.0, *b.simulated_seconds - t.clock_s));
+    if (tty_)
+      std::cout << "\r\033[K" << line << std::flush;
+    else
+      std::cout << line << "\n";
   }
   void finish() {
     if (tty_) std::cout << "\n";
@@ -81,15 +85,18 @@ int cmd_run(const std::vector<std::string>& args) {
     spec.budget.evaluations = vm["evaluations"].as<std::size_t>();
   }
   const bool quiet = vm.count("quiet") > 0;
-  std::cout << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " " << spec.prob.source_file
-            << " (" << spec.prob.space.dimension() << " parameters) | strategy " << spec.strategy.type
-            << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed << " | output " << spec.output.string()
-            << "\n";
+  std::cout << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " "
+            << spec.prob.source_file << " (" << spec.prob.space.dimension() << " parameters) | strategy "
+            << spec.strategy.type << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed
+            << " | output " << spec.output.string() << "\n";
   progress_reporter progress(stdout_is_tty());
   run_options opts;
   opts.resume = vm.count("resume") > 0;
   opts.log = &std::cerr;
-  if (!quiet) opts.on_trial = [&](const trial& t, const run_history& h, const budget_spec& b) { progress.on_trial(t, h, b); };
+  if (!quiet)
+    opts.on_trial = [&](const trial& t, const run_history& h, const budget_spec& b) {
+      progress.on_trial(t, h, b);
+    };
   const auto res = run_experiment(spec, opts);
   if (!quiet) progress.finish();
   std::cout << "stopped: " << to_string(res.reason) << " after " << res.history.size() << " trials";

@@ -17,7 +17,8 @@ int cmd_score(const std::vector<std::string>& args) {
       "Runs every strategy of the score config on every recorded space with N seeds and prints the P-score\n"
       "table (autotuning_methodology's calculated random baseline; 0 = random search, 1 = optimum found at\n"
       "once). configs/score-benchmark-hub.yaml scores the six benchmark_hub spaces.\n\noptions");
-  desc.add_options()("help,h", "show this help")("seeds", po::value<std::size_t>(), "runs per strategy and space")(
+  desc.add_options()("help,h", "show this help")("seeds", po::value<std::size_t>(),
+                                                 "runs per strategy and space")(
       "strategy", po::value<std::vector<std::string>>(), "score only these strategies (names; repeatable)")(
       "json", po::value<std::string>(), "also write the table with its P(t) curves as JSON")(
       "config", po::value<std::string>(), "the score config");
@@ -38,15 +39,18 @@ int cmd_score(const std::vector<std::string>& args) {
   }
   if (vm.count("strategy")) {
     const auto keep = vm["strategy"].as<std::vector<std::string>>();
-    std::erase_if(job.strategies, [&](const plugin_spec& p) { return std::find(keep.begin(), keep.end(), p.type) == keep.end(); });
-    if (job.strategies.empty()) throw config_error("--strategy", "", "none of the named strategies is in the score config");
+    std::erase_if(job.strategies, [&](const plugin_spec& p) {
+      return std::find(keep.begin(), keep.end(), p.type) == keep.end();
+    });
+    if (job.strategies.empty())
+      throw config_error("--strategy", "", "none of the named strategies is in the score config");
   }
-  std::cout << "kforge score: " << job.spaces.size() << " spaces x " << job.strategies.size() << " strategies x "
-            << job.seeds << " seeds\n";
+  std::cout << "kforge score: " << job.spaces.size() << " spaces x " << job.strategies.size()
+            << " strategies x " << job.seeds << " seeds\n";
   const auto table = run_score_job(job, [](const score_cell& c) {
-    std::printf("  %-28s %-24s P = %6.3f  (runs %5.2f +- %4.2f; %.0f evaluations; best/opt %.3f)\n", c.space.c_str(),
-                c.strategy.substr(0, 24).c_str(), c.score.score, c.score.per_run_mean, c.score.per_run_std,
-                c.mean_evaluations, c.mean_best_over_opt);
+    std::printf("  %-28s %-24s P = %6.3f  (runs %5.2f +- %4.2f; %.0f evaluations; best/opt %.3f)\n",
+                c.space.c_str(), c.strategy.substr(0, 24).c_str(), c.score.score, c.score.per_run_mean,
+                c.score.per_run_std, c.mean_evaluations, c.mean_best_over_opt);
     std::fflush(stdout);
   });
   std::cout << "\n" << format_score_table(table);

@@ -15,10 +15,11 @@ namespace kf::cli {
 int cmd_space(const std::vector<std::string>& args) {
   po::options_description desc(
       "usage: kforge space FILE [options]\n\n"
-      "Describes the search space of FILE: a T1 file, or a recording (Kernel Tuner cache, T4, KTT; .gz too),\n"
+      "Describes the search space of FILE: a T1 file, or a recording (Kernel Tuner cache, T4, KTT; .gz "
+      "too),\n"
       "whose valid set is its recorded configurations.\n\noptions");
   desc.add_options()("help,h", "show this help")("list", po::value<std::size_t>()->implicit_value(20),
-                                                  "print the first N valid configurations")(
+                                                 "print the first N valid configurations")(
       "sample", po::value<std::size_t>(), "print N uniformly drawn valid configurations")(
       "seed", po::value<std::uint64_t>()->default_value(0), "seed for --sample")(
       "file", po::value<std::string>(), "the space file");
@@ -34,16 +35,19 @@ int cmd_space(const std::vector<std::string>& args) {
   if (!vm.count("file")) throw config_error("kforge space", "FILE", "missing: give a T1 file or a recording");
   const auto file = vm["file"].as<std::string>();
   const auto doc = load_document(file);
-  problem prob = doc.root.is_object() && doc.root.contains("ConfigurationSpace") ? load_t1(file) : load_cache_problem(file);
+  problem prob = doc.root.is_object() && doc.root.contains("ConfigurationSpace") ? load_t1(file)
+                                                                                 : load_cache_problem(file);
   const auto& sp = prob.space;
   std::cout << "space " << file << " (" << prob.source_kind << ")\n";
   for (const auto& p : sp.params()) {
     std::cout << "  " << p.name << " (" << to_string(p.type) << ", " << p.values.size() << " values): ";
-    for (std::size_t i = 0; i < p.values.size() && i < 12; ++i) std::cout << (i ? ", " : "") << p.values[i].repr();
+    for (std::size_t i = 0; i < p.values.size() && i < 12; ++i)
+      std::cout << (i ? ", " : "") << p.values[i].repr();
     if (p.values.size() > 12) std::cout << ", ...";
     std::cout << "\n";
   }
-  for (const auto& c : sp.constraint_sources()) std::cout << "  constraint: " << c << "\n";
+  for (const auto& c : sp.constraint_sources())
+    std::cout << "  constraint: " << c << "\n";
   const auto& vs = sp.valid();
   const auto st = sp.stats();
   std::printf("combinations: %.0f\nvalid: %zu (%.3f%%)\n", st.cartesian_size, vs.size(),
@@ -53,15 +57,18 @@ int cmd_space(const std::vector<std::string>& args) {
                 static_cast<unsigned long long>(st.nodes_visited),
                 static_cast<unsigned long long>(st.constraint_evaluations));
   if (st.constraint_errors)
-    std::cout << "note: " << st.constraint_errors << " constraint evaluations raised and counted as violations; first: "
-              << st.first_error << "\n";
+    std::cout << "note: " << st.constraint_errors
+              << " constraint evaluations raised and counted as violations; first: " << st.first_error
+              << "\n";
   if (vm.count("list")) {
     const auto n = std::min(vs.size(), vm["list"].as<std::size_t>());
-    for (std::size_t i = 0; i < n; ++i) std::cout << "  " << sp.describe(vs.at(i)) << "\n";
+    for (std::size_t i = 0; i < n; ++i)
+      std::cout << "  " << sp.describe(vs.at(i)) << "\n";
   }
   if (vm.count("sample")) {
     rng r(vm["seed"].as<std::uint64_t>());
-    for (std::size_t i = 0; i < vm["sample"].as<std::size_t>(); ++i) std::cout << "  " << sp.describe(sp.sample(r)) << "\n";
+    for (std::size_t i = 0; i < vm["sample"].as<std::size_t>(); ++i)
+      std::cout << "  " << sp.describe(sp.sample(r)) << "\n";
   }
   return 0;
 }

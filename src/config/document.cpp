@@ -46,7 +46,8 @@ std::string read_file(const std::string& path) {
     std::string out;
     char buf[1 << 16];
     int n;
-    while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+    while ((n = gzread(f, buf, sizeof buf)) > 0)
+      out.append(buf, static_cast<std::size_t>(n));
     int errnum = 0;
     const char* msg = gzerror(f, &errnum);
     const std::string err = errnum != Z_OK && errnum != Z_STREAM_END ? msg : "";
@@ -56,8 +57,8 @@ std::string read_file(const std::string& path) {
   }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    throw error("cannot open '" + path + "': " +
-                (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+    throw error("cannot open '" + path +
+                "': " + (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error("cannot open '" + path + "'");
@@ -76,7 +77,7 @@ std::string resolve_path(const std::string& path, const std::filesystem::path& b
 namespace {
 nlohmann::json scalar(const YAML::Node& n) {
   const std::string& s = n.Scalar();
-  if (n.Tag() == "!" ) return s;  // quoted: always a string
+  if (n.Tag() == "!") return s;  // quoted: always a string
   static const std::regex int_re(R"([-+]?[0-9]+)");
   static const std::regex hex_re(R"(0x[0-9a-fA-F]+)");
   static const std::regex float_re(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
@@ -103,8 +104,10 @@ nlohmann::json convert(const YAML::Node& n, const std::string& path, std::map<st
   lines.emplace(path, n.Mark().line + 1);  // a mapping entry's own line was recorded from its key
   switch (n.Type()) {
     case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: return nullptr;
-    case YAML::NodeType::Scalar: return scalar(n);
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      return scalar(n);
     case YAML::NodeType::Sequence: {
       auto a = nlohmann::json::array();
       std::size_t i = 0;
@@ -118,11 +121,12 @@ nlohmann::json convert(const YAML::Node& n, const std::string& path, std::map<st
       auto o = nlohmann::json::object();
       for (const auto& kv : n) {
         if (!kv.first.IsScalar())
-          throw config_error(file + ":" + std::to_string(kv.first.Mark().line + 1), path, "mapping keys must be plain names");
+          throw config_error(file + ":" + std::to_string(kv.first.Mark().line + 1), path,
+                             "mapping keys must be plain names");
         const auto& key = kv.first.Scalar();
         if (o.contains(key))
-          throw config_error(file + ":" + std::to_string(kv.first.Mark().line + 1), path.empty() ? key : path + "." + key,
-                             "key appears twice");
+          throw config_error(file + ":" + std::to_string(kv.first.Mark().line + 1),
+                             path.empty() ? key : path + "." + key, "key appears twice");
         const std::string child = path.empty() ? key : path + "." + key;
         lines.emplace(child, kv.first.Mark().line + 1);
         o[key] = convert(kv.second, child, lines, file);
@@ -134,7 +138,8 @@ nlohmann::json convert(const YAML::Node& n, const std::string& path, std::map<st
 }
 }  // namespace
 
-document parse_document(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
+document parse_document(const std::string& text, const std::string& file,
+                        const std::filesystem::path& base_dir) {
   document d;
   d.file = file;
   d.base_dir = base_dir;

@@ -8,8 +8,10 @@ namespace kf {
 
 namespace {
 param_type parse_type(const std::string& t, const config_location& loc) {
-  if (t == "int" || t == "uint" || t == "int32" || t == "int64" || t == "uint32" || t == "uint64") return param_type::integer;
-  if (t == "float" || t == "double" || t == "float32" || t == "float64" || t == "real") return param_type::real;
+  if (t == "int" || t == "uint" || t == "int32" || t == "int64" || t == "uint32" || t == "uint64")
+    return param_type::integer;
+  if (t == "float" || t == "double" || t == "float32" || t == "float64" || t == "real")
+    return param_type::real;
   if (t == "bool" || t == "boolean") return param_type::boolean;
   if (t == "string" || t == "str" || t == "enum") return param_type::string;
   loc.fail("unknown parameter type '" + t + "' (expected int, uint, float, bool or string)");
@@ -46,13 +48,15 @@ search_space t1_space(const document& doc) {
   const auto cs_loc = doc.at("ConfigurationSpace");
   const auto& cs = require(root, "ConfigurationSpace", doc.at(""));
   const auto& tps = require(cs, "TuningParameters", cs_loc);
-  if (!tps.is_array() || tps.empty()) doc.at("ConfigurationSpace.TuningParameters").fail("expected a non-empty list");
+  if (!tps.is_array() || tps.empty())
+    doc.at("ConfigurationSpace.TuningParameters").fail("expected a non-empty list");
   std::vector<param> params;
   for (std::size_t i = 0; i < tps.size(); ++i) {
     const std::string base = "ConfigurationSpace.TuningParameters[" + std::to_string(i) + "]";
     const auto& tp = tps[i];
     const auto& name = require(tp, "Name", doc.at(base));
-    if (!name.is_string() || name.get<std::string>().empty()) doc.at(base + ".Name").fail("expected a non-empty string");
+    if (!name.is_string() || name.get<std::string>().empty())
+      doc.at(base + ".Name").fail("expected a non-empty string");
     const auto& type = require(tp, "Type", doc.at(base));
     if (!type.is_string()) doc.at(base + ".Type").fail("expected a string");
     const auto t = parse_type(type.get<std::string>(), doc.at(base + ".Type"));
@@ -79,8 +83,11 @@ search_space t1_space(const document& doc) {
         if (!ps.is_array()) doc.at(base + ".Parameters").fail("expected a list of parameter names");
         for (std::size_t k = 0; k < ps.size(); ++k) {
           bool known = false;
-          for (const auto& p : params) known |= ps[k].is_string() && p.name == ps[k].get<std::string>();
-          if (!known) doc.at(base + ".Parameters[" + std::to_string(k) + "]").fail("not a tuning parameter: " + ps[k].dump());
+          for (const auto& p : params)
+            known |= ps[k].is_string() && p.name == ps[k].get<std::string>();
+          if (!known)
+            doc.at(base + ".Parameters[" + std::to_string(k) + "]")
+                .fail("not a tuning parameter: " + ps[k].dump());
         }
       }
     }
@@ -102,8 +109,8 @@ problem load_t1(const std::string& path) {
   p.source_file = path;
   p.base_dir = doc.base_dir;
   if (doc.root.contains("KernelSpecification")) p.kernel = doc.root.at("KernelSpecification");
-  if (doc.root.contains("General") && doc.root["General"].is_object() && doc.root["General"].contains("BenchmarkName") &&
-      doc.root["General"]["BenchmarkName"].is_string())
+  if (doc.root.contains("General") && doc.root["General"].is_object() &&
+      doc.root["General"].contains("BenchmarkName") && doc.root["General"]["BenchmarkName"].is_string())
     p.name = doc.root["General"]["BenchmarkName"].get<std::string>();
   return p;
 }
@@ -144,12 +151,18 @@ problem load_problem(const document& doc, const std::string& key_path) {
     kind = key;
     file = resolve_path(v.get<std::string>(), doc.base_dir);
   }
-  if (kind.empty()) loc.fail("give one of t1 (a T1 file), cache (a Kernel Tuner cache file), kernel (a kforge kernel description)");
+  if (kind.empty())
+    loc.fail(
+        "give one of t1 (a T1 file), cache (a Kernel Tuner cache file), kernel (a kforge kernel "
+        "description)");
   problem p;
   try {
-    if (kind == "t1") p = load_t1(file);
-    else if (kind == "cache") p = load_cache_problem(file);
-    else doc.at(key_path + ".kernel").fail("kforge kernel descriptions arrive with the GPU engine (issue 3)");
+    if (kind == "t1")
+      p = load_t1(file);
+    else if (kind == "cache")
+      p = load_cache_problem(file);
+    else
+      doc.at(key_path + ".kernel").fail("kforge kernel descriptions arrive with the GPU engine (issue 3)");
   } catch (const config_error& e) {
     // Name the key of this config that led to the file, then what is wrong inside it.
     doc.at(key_path + "." + kind).fail(std::string("in ") + e.what());

@@ -21,6 +21,8 @@ void register_builtins() {
   });
 }
 
-std::string_view version() noexcept { return KFORGE_VERSION; }
+std::string_view version() noexcept {
+  return KFORGE_VERSION;
+}
 
 }  // namespace kf

@@ -11,8 +11,8 @@ std::string caret_excerpt(const std::string& source, std::size_t position) {
 }
 
 config_error::config_error(std::string file, std::string key_path, std::string reason)
-    : error((file.empty() ? std::string("<config>") : file) + ": " + (key_path.empty() ? "(top level)" : key_path) +
-            ": " + reason),
+    : error((file.empty() ? std::string("<config>") : file) + ": " +
+            (key_path.empty() ? "(top level)" : key_path) + ": " + reason),
       file_(std::move(file)),
       key_path_(std::move(key_path)),
       reason_(std::move(reason)) {}

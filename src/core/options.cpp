@@ -14,17 +14,26 @@ config_location config_location::index(std::size_t i) const {
   return {file, key_path + "[" + std::to_string(i) + "]"};
 }
 
-void config_location::fail(const std::string& reason) const { throw config_error(file, key_path, reason); }
+void config_location::fail(const std::string& reason) const {
+  throw config_error(file, key_path, reason);
+}
 
 std::string_view to_string(option_type t) noexcept {
   switch (t) {
-    case option_type::integer: return "integer";
-    case option_type::real: return "number";
-    case option_type::boolean: return "boolean";
-    case option_type::string: return "string";
-    case option_type::list: return "list";
-    case option_type::object: return "mapping";
-    case option_type::any: return "any";
+    case option_type::integer:
+      return "integer";
+    case option_type::real:
+      return "number";
+    case option_type::boolean:
+      return "boolean";
+    case option_type::string:
+      return "string";
+    case option_type::list:
+      return "list";
+    case option_type::object:
+      return "mapping";
+    case option_type::any:
+      return "any";
   }
   return "?";
 }
@@ -58,7 +67,8 @@ option_spec bool_option(std::string name, bool def, std::string doc) {
   return o;
 }
 
-option_spec string_option(std::string name, std::string def, std::string doc, std::vector<std::string> choices) {
+option_spec string_option(std::string name, std::string def, std::string doc,
+                          std::vector<std::string> choices) {
   option_spec o;
   o.name = std::move(name);
   o.type = option_type::string;
@@ -88,21 +98,30 @@ option_spec optional_option(std::string name, option_type type, std::string doc)
 namespace {
 std::string known_names(std::span<const option_spec> specs) {
   std::string s;
-  for (const auto& o : specs) s += (s.empty() ? "" : ", ") + o.name;
+  for (const auto& o : specs)
+    s += (s.empty() ? "" : ", ") + o.name;
   return s.empty() ? "(none)" : s;
 }
 
 std::string json_kind(const nlohmann::json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return "nothing";
-    case nlohmann::json::value_t::boolean: return "a boolean";
+    case nlohmann::json::value_t::null:
+      return "nothing";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
     case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return "an integer";
-    case nlohmann::json::value_t::number_float: return "a number";
-    case nlohmann::json::value_t::string: return "a string";
-    case nlohmann::json::value_t::array: return "a list";
-    case nlohmann::json::value_t::object: return "a mapping";
-    default: return "an unsupported value";
+    case nlohmann::json::value_t::number_unsigned:
+      return "an integer";
+    case nlohmann::json::value_t::number_float:
+      return "a number";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::array:
+      return "a list";
+    case nlohmann::json::value_t::object:
+      return "a mapping";
+    default:
+      return "an unsupported value";
   }
 }
 }  // namespace
@@ -114,7 +133,8 @@ options::options(std::span<const option_spec> specs, const nlohmann::json& param
   if (params.is_object()) {
     for (const auto& [key, v] : params.items()) {
       bool known = false;
-      for (const auto& o : specs) known |= o.name == key;
+      for (const auto& o : specs)
+        known |= o.name == key;
       if (!known) where_.child(key).fail("unknown option (known: " + known_names(specs) + ")");
     }
   }
@@ -126,10 +146,13 @@ options::options(std::span<const option_spec> specs, const nlohmann::json& param
       values_[o.name] = o.default_value;
       continue;
     }
-    auto expect = [&](const std::string& what) { loc.fail("expected " + what + ", got " + json_kind(v) + " " + v.dump()); };
+    auto expect = [&](const std::string& what) {
+      loc.fail("expected " + what + ", got " + json_kind(v) + " " + v.dump());
+    };
     switch (o.type) {
       case option_type::integer:
-        if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && std::fabs(v.get<double>()) < 9e15)
+        if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+            std::fabs(v.get<double>()) < 9e15)
           v = static_cast<std::int64_t>(v.get<double>());
         if (!v.is_number_integer()) expect("an integer");
         break;
@@ -149,7 +172,8 @@ options::options(std::span<const option_spec> specs, const nlohmann::json& param
       case option_type::object:
         if (!v.is_object()) expect("a mapping");
         break;
-      case option_type::any: break;
+      case option_type::any:
+        break;
     }
     if (v.is_number()) {
       const double x = v.get<double>();
@@ -180,13 +204,25 @@ bool options::has(std::string_view name) const {
   return it != values_.end() && !it->is_null();
 }
 
-std::int64_t options::integer(std::string_view name) const { return at(name).get<std::int64_t>(); }
-double options::real(std::string_view name) const { return at(name).get<double>(); }
-bool options::boolean(std::string_view name) const { return at(name).get<bool>(); }
-const std::string& options::string(std::string_view name) const { return at(name).get_ref<const std::string&>(); }
-const nlohmann::json& options::json(std::string_view name) const { return at(name); }
+std::int64_t options::integer(std::string_view name) const {
+  return at(name).get<std::int64_t>();
+}
+double options::real(std::string_view name) const {
+  return at(name).get<double>();
+}
+bool options::boolean(std::string_view name) const {
+  return at(name).get<bool>();
+}
+const std::string& options::string(std::string_view name) const {
+  return at(name).get_ref<const std::string&>();
+}
+const nlohmann::json& options::json(std::string_view name) const {
+  return at(name);
+}
 
-void options::fail(std::string_view name, const std::string& reason) const { where_.child(name).fail(reason); }
+void options::fail(std::string_view name, const std::string& reason) const {
+  where_.child(name).fail(reason);
+}
 
 std::string describe_options(std::span<const option_spec> specs) {
   std::string out;
@@ -202,7 +238,8 @@ std::string describe_options(std::span<const option_spec> specs) {
     }
     if (!o.choices.empty()) {
       out += ", one of";
-      for (const auto& c : o.choices) out += " " + c;
+      for (const auto& c : o.choices)
+        out += " " + c;
     }
     out += "): " + o.doc + "\n";
   }

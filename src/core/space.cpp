@@ -17,16 +17,21 @@ namespace kf {
 
 std::size_t config_hash::operator()(const config& c) const noexcept {
   std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (auto i : c) h = (h ^ i) * 0x100000001b3ULL;
+  for (auto i : c)
+    h = (h ^ i) * 0x100000001b3ULL;
   return static_cast<std::size_t>(h ^ (h >> 29));
 }
 
 std::string_view to_string(param_type t) noexcept {
   switch (t) {
-    case param_type::integer: return "int";
-    case param_type::real: return "float";
-    case param_type::boolean: return "bool";
-    case param_type::string: return "string";
+    case param_type::integer:
+      return "int";
+    case param_type::real:
+      return "float";
+    case param_type::boolean:
+      return "bool";
+    case param_type::string:
+      return "string";
   }
   return "?";
 }
@@ -40,8 +45,8 @@ param make_param(std::string name, param_type type, std::vector<value> values) {
   p.values.reserve(values.size());
   for (auto& v : values) {
     auto bad = [&](const char* what) {
-      throw error("parameter '" + p.name + "' of type " + std::string(to_string(type)) + ": value " + v.repr() +
-                  " " + what);
+      throw error("parameter '" + p.name + "' of type " + std::string(to_string(type)) + ": value " +
+                  v.repr() + " " + what);
     };
     switch (type) {
       case param_type::integer:
@@ -84,7 +89,8 @@ param make_param(std::string name, param_type type, std::vector<value> values) {
 // ------------------------------------------------------------------------------------------------
 valid_set::valid_set(std::vector<std::uint64_t> sorted_ranks, std::vector<std::uint32_t> radices)
     : ranks_(std::move(sorted_ranks)), radices_(std::move(radices)), strides_(radices_.size(), 1) {
-  for (std::size_t i = radices_.size(); i-- > 1;) strides_[i - 1] = strides_[i] * radices_[i];
+  for (std::size_t i = radices_.size(); i-- > 1;)
+    strides_[i - 1] = strides_[i] * radices_[i];
 }
 
 config valid_set::at(std::size_t i) const {
@@ -102,7 +108,8 @@ void valid_set::decode(std::uint64_t rank, std::span<std::uint32_t> out) const n
 
 std::uint64_t valid_set::rank_of(std::span<const std::uint32_t> c) const noexcept {
   std::uint64_t r = 0;
-  for (std::size_t i = 0; i < radices_.size(); ++i) r += c[i] * strides_[i];
+  for (std::size_t i = 0; i < radices_.size(); ++i)
+    r += c[i] * strides_[i];
   return r;
 }
 
@@ -119,7 +126,7 @@ std::optional<std::size_t> valid_set::index_of(std::span<const std::uint32_t> c)
 // ------------------------------------------------------------------------------------------------
 namespace {
 struct slot_binding {
-  std::size_t param = 0;           // when constant == nullptr
+  std::size_t param = 0;            // when constant == nullptr
   const value* constant = nullptr;  // points into impl::constants
 };
 struct compiled_constraint {
@@ -182,7 +189,8 @@ std::vector<std::size_t> enumeration_order(const std::vector<param>& params,
   std::vector<std::size_t> order;
   std::vector<std::size_t> uses(d, 0);
   for (const auto& cc : constraints)
-    for (auto p : cc.params) ++uses[p];
+    for (auto p : cc.params)
+      ++uses[p];
   while (order.size() < d) {
     std::size_t best = d;
     std::tuple<std::size_t, long, long, long> best_score{};
@@ -193,7 +201,8 @@ std::vector<std::size_t> enumeration_order(const std::vector<param>& params,
       for (const auto& cc : constraints) {
         if (std::find(cc.params.begin(), cc.params.end(), p) == cc.params.end()) continue;
         long remaining = 0;
-        for (auto q : cc.params) remaining += !placed[q];
+        for (auto q : cc.params)
+          remaining += !placed[q];
         if (remaining == 1) ++completes;
         smallest_remaining = std::min(smallest_remaining, remaining);
       }
@@ -219,12 +228,14 @@ void search_space::impl::enumerate() const {
   const auto t0 = std::chrono::steady_clock::now();
   if (explicit_valid) {
     valid = std::make_unique<valid_set>(*explicit_valid);
-    for (auto r : radices) stats.cartesian_size = (stats.cartesian_size == 0 ? 1 : stats.cartesian_size) * r;
+    for (auto r : radices)
+      stats.cartesian_size = (stats.cartesian_size == 0 ? 1 : stats.cartesian_size) * r;
     return;
   }
   const std::size_t d = params.size();
   double cart = 1;
-  for (auto r : radices) cart *= r;
+  for (auto r : radices)
+    cart *= r;
   stats.cartesian_size = cart;
   if (cart > 9.2e18) {
     enum_error = "the space has " + std::to_string(cart) + " combinations, too many to enumerate";
@@ -235,16 +246,19 @@ void search_space::impl::enumerate() const {
   std::vector<std::vector<std::size_t>> at_depth(d + 1);
   {
     std::vector<std::size_t> pos(d);
-    for (std::size_t k = 0; k < d; ++k) pos[order[k]] = k;
+    for (std::size_t k = 0; k < d; ++k)
+      pos[order[k]] = k;
     for (std::size_t ci = 0; ci < constraints.size(); ++ci) {
       std::size_t depth = 0;
       bool any = false;
-      for (auto p : constraints[ci].params) depth = std::max(depth, pos[p]), any = true;
+      for (auto p : constraints[ci].params)
+        depth = std::max(depth, pos[p]), any = true;
       at_depth[any ? depth + 1 : 0].push_back(ci);
     }
   }
   std::vector<std::uint64_t> strides(d, 1);
-  for (std::size_t i = d; i-- > 1;) strides[i - 1] = strides[i] * radices[i];
+  for (std::size_t i = d; i-- > 1;)
+    strides[i - 1] = strides[i] * radices[i];
 
   std::atomic<std::uint64_t> nodes{0}, evals{0}, errors{0};
   std::mutex err_mu;
@@ -272,7 +286,8 @@ void search_space::impl::enumerate() const {
   // Expand a prefix of the order serially until there is enough parallel work.
   std::size_t split = 0;
   double prefix_count = 1;
-  while (split < d && prefix_count < 256) prefix_count *= radices[order[split++]];
+  while (split < d && prefix_count < 256)
+    prefix_count *= radices[order[split++]];
 
   std::vector<config> prefixes;
   {
@@ -323,7 +338,8 @@ void search_space::impl::enumerate() const {
       if (k == d) {
         // The prefix is a full configuration.
         std::uint64_t r = 0;
-        for (std::size_t j = 0; j < d; ++j) r += c[j] * strides[j];
+        for (std::size_t j = 0; j < d; ++j)
+          r += c[j] * strides[j];
         out.push_back(r);
       } else {
         while (true) {
@@ -348,7 +364,8 @@ void search_space::impl::enumerate() const {
           if (!ok) continue;
           if (k + 1 == d) {
             std::uint64_t r = 0;
-            for (std::size_t j = 0; j < d; ++j) r += c[j] * strides[j];
+            for (std::size_t j = 0; j < d; ++j)
+              r += c[j] * strides[j];
             out.push_back(r);
           } else {
             ++k;
@@ -371,12 +388,14 @@ void search_space::impl::enumerate() const {
   stats.constraint_errors = errors;
   stats.first_error = first_error;
   if (too_many) {
-    enum_error = "more than " + std::to_string(max_valid_configs()) + " valid configurations, too many to enumerate";
+    enum_error =
+        "more than " + std::to_string(max_valid_configs()) + " valid configurations, too many to enumerate";
     return;
   }
   std::vector<std::uint64_t> ranks;
   ranks.reserve(total);
-  for (auto& ch : chunks) ranks.insert(ranks.end(), ch.begin(), ch.end());
+  for (auto& ch : chunks)
+    ranks.insert(ranks.end(), ch.begin(), ch.end());
   std::sort(ranks.begin(), ranks.end());
   valid = std::make_unique<valid_set>(std::move(ranks), radices);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -402,7 +421,8 @@ search_space::search_space(std::vector<param> params, std::vector<std::string> c
     if (p.name.empty()) throw error("a parameter has an empty name");
     if (!names.insert(p.name).second) throw error("parameter '" + p.name + "' is declared twice");
     if (p.values.empty()) throw error("parameter '" + p.name + "' has no values");
-    if (p.values.size() > std::numeric_limits<std::uint32_t>::max()) throw error("parameter '" + p.name + "' has too many values");
+    if (p.values.size() > std::numeric_limits<std::uint32_t>::max())
+      throw error("parameter '" + p.name + "' has too many values");
     m.radices.push_back(static_cast<std::uint32_t>(p.values.size()));
   }
   for (const auto& [name, v] : m.constants)
@@ -426,7 +446,8 @@ search_space::search_space(std::vector<param> params, std::vector<std::string> c
       } else {
         const auto pos = src.find(n);
         throw error("constraint " + std::to_string(i + 1) + " '" + src + "': unknown name '" + n +
-                    "' (not a parameter or constant)\n" + caret_excerpt(src, pos == std::string::npos ? 0 : pos));
+                    "' (not a parameter or constant)\n" +
+                    caret_excerpt(src, pos == std::string::npos ? 0 : pos));
       }
       cc.slots.push_back(b);
     }
@@ -438,9 +459,15 @@ search_space::search_space(std::vector<param> params, std::vector<std::string> c
   }
 }
 
-std::span<const param> search_space::params() const noexcept { return impl_->params; }
-std::span<const std::string> search_space::constraint_sources() const noexcept { return impl_->constraint_sources; }
-const std::map<std::string, value>& search_space::constants() const noexcept { return impl_->constants; }
+std::span<const param> search_space::params() const noexcept {
+  return impl_->params;
+}
+std::span<const std::string> search_space::constraint_sources() const noexcept {
+  return impl_->constraint_sources;
+}
+const std::map<std::string, value>& search_space::constants() const noexcept {
+  return impl_->constants;
+}
 
 std::optional<std::size_t> search_space::param_index(std::string_view name) const noexcept {
   const auto& ps = impl_->params;
@@ -451,7 +478,8 @@ std::optional<std::size_t> search_space::param_index(std::string_view name) cons
 
 double search_space::cartesian_size() const noexcept {
   double c = 1;
-  for (auto r : impl_->radices) c *= r;
+  for (auto r : impl_->radices)
+    c *= r;
   return c;
 }
 
@@ -470,7 +498,9 @@ bool search_space::is_valid(std::span<const std::uint32_t> c) const {
 bool search_space::check(std::span<const std::uint32_t> c) const {
   const auto& m = *impl_;
   if (m.explicit_valid) return is_valid(c);
-  if (c.size() != m.params.size()) throw error("configuration has " + std::to_string(c.size()) + " values, the space " + std::to_string(m.params.size()) + " parameters");
+  if (c.size() != m.params.size())
+    throw error("configuration has " + std::to_string(c.size()) + " values, the space " +
+                std::to_string(m.params.size()) + " parameters");
   for (const auto& cc : m.constraints)
     if (!m.eval(cc, c, true, nullptr, nullptr)) return false;
   return true;
@@ -485,7 +515,9 @@ const valid_set& search_space::valid() const {
   return *impl_->valid;
 }
 
-bool search_space::enumerated() const noexcept { return impl_->ready.load(std::memory_order_acquire) != nullptr; }
+bool search_space::enumerated() const noexcept {
+  return impl_->ready.load(std::memory_order_acquire) != nullptr;
+}
 
 enumeration_stats search_space::stats() const {
   valid();
@@ -494,7 +526,8 @@ enumeration_stats search_space::stats() const {
 
 config search_space::sample_unconstrained(rng& r) const {
   config c(dimension());
-  for (std::size_t i = 0; i < c.size(); ++i) c[i] = static_cast<std::uint32_t>(r.index(impl_->radices[i]));
+  for (std::size_t i = 0; i < c.size(); ++i)
+    c[i] = static_cast<std::uint32_t>(r.index(impl_->radices[i]));
   return c;
 }
 
@@ -582,7 +615,8 @@ search_space search_space::restricted_to(std::vector<config> valid_configs) cons
   double cart = cartesian_size();
   if (cart > 9.2e18) throw error("the space is too large for an explicit valid set");
   std::vector<std::uint64_t> strides(dimension(), 1);
-  for (std::size_t i = dimension(); i-- > 1;) strides[i - 1] = strides[i] * impl_->radices[i];
+  for (std::size_t i = dimension(); i-- > 1;)
+    strides[i - 1] = strides[i] * impl_->radices[i];
   std::vector<std::uint64_t> ranks;
   ranks.reserve(valid_configs.size());
   for (const auto& c : valid_configs) {
@@ -600,9 +634,13 @@ search_space search_space::restricted_to(std::vector<config> valid_configs) cons
   return out;
 }
 
-bool search_space::explicit_valid_set() const noexcept { return impl_->explicit_valid != nullptr; }
+bool search_space::explicit_valid_set() const noexcept {
+  return impl_->explicit_valid != nullptr;
+}
 
-std::size_t search_space::encoded_dimension() const noexcept { return impl_->encoded_dim; }
+std::size_t search_space::encoded_dimension() const noexcept {
+  return impl_->encoded_dim;
+}
 
 void search_space::encode(std::span<const std::uint32_t> c, std::span<double> out) const {
   const auto& m = *impl_;
@@ -612,7 +650,8 @@ void search_space::encode(std::span<const std::uint32_t> c, std::span<double> ou
     if (m.params[i].ordered) {
       out[off] = n > 1 ? static_cast<double>(c[i]) / (n - 1) : 0.5;
     } else {
-      for (std::uint32_t v = 0; v < n; ++v) out[off + v] = v == c[i] ? 1.0 : 0.0;
+      for (std::uint32_t v = 0; v < n; ++v)
+        out[off + v] = v == c[i] ? 1.0 : 0.0;
     }
   }
 }
@@ -634,7 +673,8 @@ std::string search_space::key(std::span<const std::uint32_t> c) const {
 
 nlohmann::json search_space::to_json(std::span<const std::uint32_t> c) const {
   auto j = nlohmann::json::object();
-  for (std::size_t i = 0; i < c.size(); ++i) j[impl_->params[i].name] = kf::to_json(impl_->params[i].values[c[i]]);
+  for (std::size_t i = 0; i < c.size(); ++i)
+    j[impl_->params[i].name] = kf::to_json(impl_->params[i].values[c[i]]);
   return j;
 }
 
@@ -654,7 +694,8 @@ std::optional<std::uint32_t> search_space::value_index(std::size_t p, const valu
   return std::nullopt;
 }
 
-config search_space::from_values(const std::map<std::string, value, std::less<>>& values, bool allow_extra) const {
+config search_space::from_values(const std::map<std::string, value, std::less<>>& values,
+                                 bool allow_extra) const {
   const auto& m = *impl_;
   config c(m.params.size());
   for (std::size_t i = 0; i < m.params.size(); ++i) {
@@ -674,14 +715,20 @@ config search_space::from_values(const std::map<std::string, value, std::less<>>
 
 nlohmann::json to_json(const value& v) {
   switch (v.type()) {
-    case value::kind::none: return nullptr;
-    case value::kind::boolean: return v.as_bool();
-    case value::kind::integer: return v.as_int();
-    case value::kind::real: return v.as_real();
-    case value::kind::string: return v.as_string();
+    case value::kind::none:
+      return nullptr;
+    case value::kind::boolean:
+      return v.as_bool();
+    case value::kind::integer:
+      return v.as_int();
+    case value::kind::real:
+      return v.as_real();
+    case value::kind::string:
+      return v.as_string();
     case value::kind::list: {
       auto a = nlohmann::json::array();
-      for (const auto& e : v.as_list()) a.push_back(to_json(e));
+      for (const auto& e : v.as_list())
+        a.push_back(to_json(e));
       return a;
     }
   }
@@ -690,18 +737,26 @@ nlohmann::json to_json(const value& v) {
 
 value from_json(const nlohmann::json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return {};
-    case nlohmann::json::value_t::boolean: return value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return value(j.get<std::int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return value(static_cast<std::int64_t>(j.get<std::uint64_t>()));
-    case nlohmann::json::value_t::number_float: return value(j.get<double>());
-    case nlohmann::json::value_t::string: return value(j.get<std::string>());
+    case nlohmann::json::value_t::null:
+      return {};
+    case nlohmann::json::value_t::boolean:
+      return value(j.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return value(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return value(static_cast<std::int64_t>(j.get<std::uint64_t>()));
+    case nlohmann::json::value_t::number_float:
+      return value(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return value(j.get<std::string>());
     case nlohmann::json::value_t::array: {
       value_list l;
-      for (const auto& e : j) l.push_back(from_json(e));
+      for (const auto& e : j)
+        l.push_back(from_json(e));
       return value(std::move(l));
     }
-    default: throw error("a JSON object is not a parameter value: " + j.dump());
+    default:
+      throw error("a JSON object is not a parameter value: " + j.dump());
   }
 }
 

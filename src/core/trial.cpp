@@ -12,7 +12,9 @@ constexpr std::array<std::string_view, status_count> status_names = {
     "ok", "invalid", "compile_failed", "launch_failed", "wrong_result", "timeout", "crashed"};
 }
 
-std::string_view to_string(status s) noexcept { return status_names[static_cast<std::size_t>(s)]; }
+std::string_view to_string(status s) noexcept {
+  return status_names[static_cast<std::size_t>(s)];
+}
 
 std::optional<status> status_from_string(std::string_view s) noexcept {
   for (std::size_t i = 0; i < status_names.size(); ++i)

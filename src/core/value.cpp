@@ -10,8 +10,8 @@ namespace kf {
 
 namespace {
 [[noreturn]] void wrong_kind(const value& v, const char* wanted) {
-  throw error(std::string("expected a value of type ") + wanted + ", got " + std::string(v.type_name()) + " " +
-              v.repr());
+  throw error(std::string("expected a value of type ") + wanted + ", got " + std::string(v.type_name()) +
+              " " + v.repr());
 }
 
 std::string quote(const std::string& s) {
@@ -21,10 +21,18 @@ std::string quote(const std::string& s) {
   std::string out(1, q);
   for (char c : s) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c == q) out += '\\';
         out += c;
@@ -87,35 +95,52 @@ const value_list& value::as_list() const {
 
 bool value::truthy() const noexcept {
   switch (type()) {
-    case kind::none: return false;
-    case kind::boolean: return std::get<bool>(v_);
-    case kind::integer: return std::get<std::int64_t>(v_) != 0;
-    case kind::real: return std::get<double>(v_) != 0.0;
-    case kind::string: return !std::get<std::shared_ptr<const std::string>>(v_)->empty();
-    case kind::list: return !std::get<std::shared_ptr<const value_list>>(v_)->empty();
+    case kind::none:
+      return false;
+    case kind::boolean:
+      return std::get<bool>(v_);
+    case kind::integer:
+      return std::get<std::int64_t>(v_) != 0;
+    case kind::real:
+      return std::get<double>(v_) != 0.0;
+    case kind::string:
+      return !std::get<std::shared_ptr<const std::string>>(v_)->empty();
+    case kind::list:
+      return !std::get<std::shared_ptr<const value_list>>(v_)->empty();
   }
   return false;
 }
 
 std::string_view value::type_name() const noexcept {
   switch (type()) {
-    case kind::none: return "NoneType";
-    case kind::boolean: return "bool";
-    case kind::integer: return "int";
-    case kind::real: return "float";
-    case kind::string: return "str";
-    case kind::list: return "list";
+    case kind::none:
+      return "NoneType";
+    case kind::boolean:
+      return "bool";
+    case kind::integer:
+      return "int";
+    case kind::real:
+      return "float";
+    case kind::string:
+      return "str";
+    case kind::list:
+      return "list";
   }
   return "?";
 }
 
 std::string value::repr() const {
   switch (type()) {
-    case kind::none: return "None";
-    case kind::boolean: return std::get<bool>(v_) ? "True" : "False";
-    case kind::integer: return std::to_string(std::get<std::int64_t>(v_));
-    case kind::real: return python_float_repr(std::get<double>(v_));
-    case kind::string: return quote(as_string());
+    case kind::none:
+      return "None";
+    case kind::boolean:
+      return std::get<bool>(v_) ? "True" : "False";
+    case kind::integer:
+      return std::to_string(std::get<std::int64_t>(v_));
+    case kind::real:
+      return python_float_repr(std::get<double>(v_));
+    case kind::string:
+      return quote(as_string());
     case kind::list: {
       std::string out = "[";
       bool first = true;
@@ -130,7 +155,9 @@ std::string value::repr() const {
   return "?";
 }
 
-std::string value::str() const { return is_string() ? as_string() : repr(); }
+std::string value::str() const {
+  return is_string() ? as_string() : repr();
+}
 
 bool operator==(const value& a, const value& b) noexcept {
   if (a.is_number() && b.is_number()) {
@@ -139,10 +166,14 @@ bool operator==(const value& a, const value& b) noexcept {
   }
   if (a.type() != b.type()) return false;
   switch (a.type()) {
-    case value::kind::none: return true;
-    case value::kind::string: return a.as_string() == b.as_string();
-    case value::kind::list: return a.as_list() == b.as_list();
-    default: return false;  // numbers handled above
+    case value::kind::none:
+      return true;
+    case value::kind::string:
+      return a.as_string() == b.as_string();
+    case value::kind::list:
+      return a.as_list() == b.as_list();
+    default:
+      return false;  // numbers handled above
   }
 }
 
@@ -175,18 +206,23 @@ int value::compare(const value& a, const value& b) {
 
 std::size_t value::hash() const noexcept {
   switch (type()) {
-    case kind::none: return 0x9e3779b97f4a7c15ULL;
+    case kind::none:
+      return 0x9e3779b97f4a7c15ULL;
     case kind::boolean:
-    case kind::integer: return std::hash<std::int64_t>{}(as_int());
+    case kind::integer:
+      return std::hash<std::int64_t>{}(as_int());
     case kind::real: {
       const double d = std::get<double>(v_);
-      if (std::floor(d) == d && std::fabs(d) < 9.2e18) return std::hash<std::int64_t>{}(static_cast<std::int64_t>(d));
+      if (std::floor(d) == d && std::fabs(d) < 9.2e18)
+        return std::hash<std::int64_t>{}(static_cast<std::int64_t>(d));
       return std::hash<double>{}(d);
     }
-    case kind::string: return std::hash<std::string>{}(as_string());
+    case kind::string:
+      return std::hash<std::string>{}(as_string());
     case kind::list: {
       std::size_t h = 0xcbf29ce484222325ULL;
-      for (const auto& e : as_list()) h = (h ^ e.hash()) * 0x100000001b3ULL;
+      for (const auto& e : as_list())
+        h = (h ^ e.hash()) * 0x100000001b3ULL;
       return h;
     }
   }

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
+#include <ctime>
 #include <map>
 #include <ostream>
 #include <set>
@@ -41,7 +41,8 @@ plugin_spec read_plugin(const document& doc, const json& node, const std::string
   return p;
 }
 
-std::optional<double> positive_number(const document& doc, const json& node, const std::string& key, bool integer) {
+std::optional<double> positive_number(const document& doc, const json& node, const std::string& key,
+                                      bool integer) {
   if (!node.contains(key)) return std::nullopt;
   const auto& v = node.at(key);
   const auto loc = doc.at("budget." + key);
@@ -55,11 +56,16 @@ std::optional<double> positive_number(const document& doc, const json& node, con
 
 std::string_view to_string(stop_reason r) noexcept {
   switch (r) {
-    case stop_reason::evaluations: return "evaluation budget reached";
-    case stop_reason::wall_time: return "wall-time budget reached";
-    case stop_reason::simulated_time: return "simulated-time budget reached";
-    case stop_reason::strategy_finished: return "strategy finished";
-    case stop_reason::space_exhausted: return "no unmeasured configuration left";
+    case stop_reason::evaluations:
+      return "evaluation budget reached";
+    case stop_reason::wall_time:
+      return "wall-time budget reached";
+    case stop_reason::simulated_time:
+      return "simulated-time budget reached";
+    case stop_reason::strategy_finished:
+      return "strategy finished";
+    case stop_reason::space_exhausted:
+      return "no unmeasured configuration left";
   }
   return "?";
 }
@@ -68,12 +74,15 @@ experiment_spec parse_experiment(const document& doc) {
   register_builtins();
   const auto& root = doc.root;
   if (!root.is_object())
-    doc.at("").fail("expected a mapping (name, problem, strategy, evaluator, budget, seed, output, batch_size)");
+    doc.at("").fail(
+        "expected a mapping (name, problem, strategy, evaluator, budget, seed, output, batch_size)");
   static const std::set<std::string> known = {"name",   "problem", "strategy", "evaluator",
                                               "budget", "seed",    "output",   "batch_size"};
   for (const auto& [k, v] : root.items())
     if (!known.count(k))
-      doc.at(k).fail("unknown key (expected one of name, problem, strategy, evaluator, budget, seed, output, batch_size)");
+      doc.at(k).fail(
+          "unknown key (expected one of name, problem, strategy, evaluator, budget, seed, output, "
+          "batch_size)");
   experiment_spec s;
   s.file = doc.file;
   s.base_dir = doc.base_dir;
@@ -86,7 +95,8 @@ experiment_spec parse_experiment(const document& doc) {
     s.name = std::filesystem::path(doc.file).stem().string();
   }
   if (!root.contains("problem"))
-    doc.at("").fail("missing key 'problem' (the space to search: {t1: file}, {cache: file} or {kernel: file})");
+    doc.at("").fail(
+        "missing key 'problem' (the space to search: {t1: file}, {cache: file} or {kernel: file})");
   s.prob = load_problem(doc, "problem");
   if (!root.contains("strategy")) doc.at("").fail("missing key 'strategy' ({type: <name>, params: {...}})");
   s.strategy = read_plugin(doc, root["strategy"], "strategy");
@@ -95,7 +105,8 @@ experiment_spec parse_experiment(const document& doc) {
     const auto e = strategy_registry().get(s.strategy.type, s.strategy.where);
     (void)e.make(options(e.options, s.strategy.params, s.strategy.where.child("params")));
   }
-  if (!root.contains("evaluator")) doc.at("").fail("missing key 'evaluator' ({type: replay, params: {file: ...}})");
+  if (!root.contains("evaluator"))
+    doc.at("").fail("missing key 'evaluator' ({type: replay, params: {file: ...}})");
   s.evaluator = read_plugin(doc, root["evaluator"], "evaluator");
   {
     const auto e = evaluator_registry().get(s.evaluator.type, s.evaluator.where);
@@ -103,11 +114,13 @@ experiment_spec parse_experiment(const document& doc) {
   }
   if (root.contains("budget")) {
     const auto& b = root["budget"];
-    if (!b.is_object()) doc.at("budget").fail("expected a mapping with evaluations, wall_time_s and/or simulated_time_s");
+    if (!b.is_object())
+      doc.at("budget").fail("expected a mapping with evaluations, wall_time_s and/or simulated_time_s");
     for (const auto& [k, v] : b.items())
       if (k != "evaluations" && k != "wall_time_s" && k != "simulated_time_s")
         doc.at("budget." + k).fail("unknown key (expected evaluations, wall_time_s, simulated_time_s)");
-    if (auto e = positive_number(doc, b, "evaluations", true)) s.budget.evaluations = static_cast<std::size_t>(*e);
+    if (auto e = positive_number(doc, b, "evaluations", true))
+      s.budget.evaluations = static_cast<std::size_t>(*e);
     s.budget.wall_seconds = positive_number(doc, b, "wall_time_s", false);
     s.budget.simulated_seconds = positive_number(doc, b, "simulated_time_s", false);
   }
@@ -137,7 +150,9 @@ experiment_spec parse_experiment(const document& doc) {
   return s;
 }
 
-experiment_spec load_experiment(const std::string& path) { return parse_experiment(load_document(path)); }
+experiment_spec load_experiment(const std::string& path) {
+  return parse_experiment(load_document(path));
+}
 
 run_result run_loop(const search_space& space, strategy& strat, evaluator& eval, const budget_spec& budget,
                     std::uint64_t seed, std::size_t batch_size, run_store* store, const run_options& opts) {
@@ -194,13 +209,16 @@ run_result run_loop(const search_space& space, strategy& strat, evaluator& eval,
     for (std::size_t i = 0; i < proposals.size(); ++i) {
       const auto& c = proposals[i];
       if (!space.is_valid(c))
-        throw error("strategy '" + strat.name() + "' proposed an invalid configuration " +
-                    (c.size() == space.dimension() ? space.describe(c) : std::string("(of the wrong length)")));
+        throw error(
+            "strategy '" + strat.name() + "' proposed an invalid configuration " +
+            (c.size() == space.dimension() ? space.describe(c) : std::string("(of the wrong length)")));
       if (hist.measured(c))
-        throw error("strategy '" + strat.name() + "' proposed the already measured configuration " + space.describe(c));
+        throw error("strategy '" + strat.name() + "' proposed the already measured configuration " +
+                    space.describe(c));
       for (std::size_t j = 0; j < i; ++j)
         if (proposals[j] == c)
-          throw error("strategy '" + strat.name() + "' proposed " + space.describe(c) + " twice in one batch");
+          throw error("strategy '" + strat.name() + "' proposed " + space.describe(c) +
+                      " twice in one batch");
     }
     if (proposals.empty()) {
       res.reason = strat.finished(state) ? stop_reason::strategy_finished : stop_reason::space_exhausted;
@@ -214,8 +232,8 @@ run_result run_loop(const search_space& space, strategy& strat, evaluator& eval,
       if (auto it = stored.find(s); it != stored.end()) {
         if (it->second.cfg != proposals[i])
           throw error("cannot resume: at trial " + std::to_string(s) + " the strategy now proposes " +
-                      space.describe(proposals[i]) + " but the run recorded " + space.describe(it->second.cfg) +
-                      " (were the config, the seed or kforge changed?)");
+                      space.describe(proposals[i]) + " but the run recorded " +
+                      space.describe(it->second.cfg) + " (were the config, the seed or kforge changed?)");
         results[i] = std::move(it->second);
         from_store[i] = have[i] = true;
         stored.erase(it);
@@ -231,10 +249,12 @@ run_result run_loop(const search_space& space, strategy& strat, evaluator& eval,
       while (got < expected) {
         auto done = eval.collect(true);
         if (done.empty() && eval.in_flight() == 0)
-          throw error("the evaluator returned " + std::to_string(got) + " of " + std::to_string(expected) + " trials");
+          throw error("the evaluator returned " + std::to_string(got) + " of " + std::to_string(expected) +
+                      " trials");
         for (auto& t : done) {
           if (t.sequence < seq || t.sequence >= seq + proposals.size() || have[t.sequence - seq])
-            throw error("the evaluator returned an unexpected trial (sequence " + std::to_string(t.sequence) + ")");
+            throw error("the evaluator returned an unexpected trial (sequence " + std::to_string(t.sequence) +
+                        ")");
           const auto i = static_cast<std::size_t>(t.sequence - seq);
           if (t.cfg != proposals[i])
             throw error("the evaluator changed the configuration of trial " + std::to_string(t.sequence));
@@ -263,15 +283,17 @@ run_result run_loop(const search_space& space, strategy& strat, evaluator& eval,
       hist.add(std::move(t));
       if (opts.on_trial) opts.on_trial(hist.trials().back(), hist, budget);
     }
-    strat.observe(search_state(space, hist, {}, std::nullopt),
-                  std::span<const trial>(hist.trials().data() + hist.size() - results.size(), results.size()));
+    strat.observe(
+        search_state(space, hist, {}, std::nullopt),
+        std::span<const trial>(hist.trials().data() + hist.size() - results.size(), results.size()));
     seq += proposals.size();
     ++batch_no;
   }
   res.clock_s = simulated ? sim_clock : wall_clock();
   res.wall_s = seconds_since(t0);
   if (!stored.empty() && opts.log)
-    *opts.log << "note: " << stored.size() << " stored trials lie beyond where this run stopped (budget lowered?)\n";
+    *opts.log << "note: " << stored.size()
+              << " stored trials lie beyond where this run stopped (budget lowered?)\n";
   return res;
 }
 
@@ -294,10 +316,12 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
     if (store->has_meta("fingerprint")) {
       if (!opts.resume && store->trial_count() > 0)
         throw error("run folder " + spec.output.string() + " already holds a run of " +
-                    std::to_string(store->trial_count()) + " trials: pass --resume to continue it, or choose another output");
+                    std::to_string(store->trial_count()) +
+                    " trials: pass --resume to continue it, or choose another output");
       if (opts.resume && store->meta("fingerprint") != fp)
-        throw error("cannot resume: run folder " + spec.output.string() +
-                    " holds a run of another experiment (problem, strategy, evaluator, seed or batch size differ)");
+        throw error(
+            "cannot resume: run folder " + spec.output.string() +
+            " holds a run of another experiment (problem, strategy, evaluator, seed or batch size differ)");
     }
     store->set_meta("fingerprint", fp);
     store->set_meta("config", spec.raw);
@@ -314,9 +338,13 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
   const std::size_t batch = spec.batch_size ? *spec.batch_size : std::max<std::size_t>(1, eval.parallelism());
   auto res = run_loop(spec.prob.space, strat, eval, spec.budget, spec.seed, batch, store.get(), opts);
   if (store) {
-    json fin = {{"reason", std::string(to_string(res.reason))}, {"trials", res.history.size()}, {"clock_s", res.clock_s}};
+    json fin = {{"reason", std::string(to_string(res.reason))},
+                {"trials", res.history.size()},
+                {"clock_s", res.clock_s}};
     if (const auto* b = res.history.best())
-      fin["best"] = {{"sequence", b->sequence}, {"time_ms", b->time_ms}, {"configuration", spec.prob.space.to_json(b->cfg)}};
+      fin["best"] = {{"sequence", b->sequence},
+                     {"time_ms", b->time_ms},
+                     {"configuration", spec.prob.space.to_json(b->cfg)}};
     store->set_meta("finished", fin);
   }
   return res;

@@ -36,7 +36,8 @@ recorded_file read_kernel_tuner(const json& root, const std::string& path) {
   if (root.contains("device_name") && root["device_name"].is_string()) f.device_name = root["device_name"];
   if (root.contains("kernel_name") && root["kernel_name"].is_string()) f.kernel_name = root["kernel_name"];
   const auto& keys = root.at("tune_params_keys");
-  for (const auto& k : keys) f.param_names.push_back(k.get<std::string>());
+  for (const auto& k : keys)
+    f.param_names.push_back(k.get<std::string>());
   if (root.contains("tune_params") && root["tune_params"].is_object()) {
     for (const auto& [name, vals] : root["tune_params"].items()) {
       auto v = from_json(vals);
@@ -65,12 +66,17 @@ recorded_file read_kernel_tuner(const json& root, const std::string& path) {
     const auto tm = rec.find("time");
     if (failure.empty() && tm != rec.end() && tm->is_string()) failure = tm->get<std::string>();
     if (!failure.empty()) {
-      if (failure == "InvalidConfig") t.st = status::invalid;
-      else if (failure == "CompilationFailedConfig") t.st = status::compile_failed;
-      else if (failure == "RuntimeFailedConfig") t.st = status::launch_failed;
-      else throw error(path + ": cache record '" + key + "' has unknown failure '" + failure + "'");
+      if (failure == "InvalidConfig")
+        t.st = status::invalid;
+      else if (failure == "CompilationFailedConfig")
+        t.st = status::compile_failed;
+      else if (failure == "RuntimeFailedConfig")
+        t.st = status::launch_failed;
+      else
+        throw error(path + ": cache record '" + key + "' has unknown failure '" + failure + "'");
       t.error = "recorded as " + failure;
-      if (rec.contains("error") && rec["error"].is_string()) t.error += ": " + rec["error"].get<std::string>();
+      if (rec.contains("error") && rec["error"].is_string())
+        t.error += ": " + rec["error"].get<std::string>();
     } else {
       std::vector<double> times;
       if (rec.contains("times") && rec["times"].is_array())
@@ -126,27 +132,38 @@ recorded_file read_t4(const json& root, const std::string& path) {
       for (const auto& x : times["runtimes"])
         if (x.is_number()) runs.push_back(x.get<double>() * to_ms);
     double runs_sum = 0;
-    for (double x : runs) runs_sum += x;
+    for (double x : runs)
+      runs_sum += x;
     t.cost.benchmark = number_or(times, "benchmark", runs_sum) * to_ms / 1e3;
     const std::string inv = res.value("invalidity", std::string("correct"));
-    if (inv == "correct") t.st = status::ok;
-    else if (inv == "compile") t.st = status::compile_failed;
-    else if (inv == "runtime") t.st = status::launch_failed;
-    else if (inv == "timeout") t.st = status::timeout;
-    else if (inv == "correctness") t.st = status::wrong_result;
-    else if (inv == "constraints") t.st = status::invalid;
-    else throw error(path + ": results[" + std::to_string(i) + "] has unknown invalidity '" + inv + "'");
+    if (inv == "correct")
+      t.st = status::ok;
+    else if (inv == "compile")
+      t.st = status::compile_failed;
+    else if (inv == "runtime")
+      t.st = status::launch_failed;
+    else if (inv == "timeout")
+      t.st = status::timeout;
+    else if (inv == "correctness")
+      t.st = status::wrong_result;
+    else if (inv == "constraints")
+      t.st = status::invalid;
+    else
+      throw error(path + ": results[" + std::to_string(i) + "] has unknown invalidity '" + inv + "'");
     if (t.st == status::ok) {
       if (runs.empty() && res.contains("measurements")) {
         for (const auto& m : res["measurements"])
-          if (m.value("name", "") == "time" && m["value"].is_number()) runs.push_back(m["value"].get<double>() * to_ms);
+          if (m.value("name", "") == "time" && m["value"].is_number())
+            runs.push_back(m["value"].get<double>() * to_ms);
       }
-      if (runs.empty()) throw error(path + ": results[" + std::to_string(i) + "] is correct but has no runtimes");
+      if (runs.empty())
+        throw error(path + ": results[" + std::to_string(i) + "] is correct but has no runtimes");
       set_times(t, std::move(runs));
       if (res.contains("measurements"))
         for (const auto& m : res["measurements"])
           if (m.contains("name") && m.contains("value") && m["value"].is_number())
-            t.metrics[m["name"].get<std::string>() == "time" ? "recorded_mean_time_ms" : m["name"].get<std::string>()] =
+            t.metrics[m["name"].get<std::string>() == "time" ? "recorded_mean_time_ms"
+                                                             : m["name"].get<std::string>()] =
                 m["value"].get<double>();
     } else {
       t.error = "recorded invalidity: " + inv;
@@ -166,11 +183,16 @@ recorded_file read_ktt(const json& root, const std::string& path) {
   double to_ms = 1e-3;  // KTT default unit: microseconds
   if (meta.contains("TimeUnit")) {
     const auto u = meta["TimeUnit"].get<std::string>();
-    if (u == "Microseconds") to_ms = 1e-3;
-    else if (u == "Milliseconds") to_ms = 1.0;
-    else if (u == "Nanoseconds") to_ms = 1e-6;
-    else if (u == "Seconds") to_ms = 1e3;
-    else throw error(path + ": unknown KTT TimeUnit '" + u + "'");
+    if (u == "Microseconds")
+      to_ms = 1e-3;
+    else if (u == "Milliseconds")
+      to_ms = 1.0;
+    else if (u == "Nanoseconds")
+      to_ms = 1e-6;
+    else if (u == "Seconds")
+      to_ms = 1e3;
+    else
+      throw error(path + ": unknown KTT TimeUnit '" + u + "'");
   }
   std::set<std::string> seen_names;
   const auto& results = root.at("Results");
@@ -189,17 +211,25 @@ recorded_file read_ktt(const json& root, const std::string& path) {
     t.cost.framework = number_or(res, "TotalOverhead", 0) * to_ms / 1e3;
     t.cost.check = 0;
     t.cost.benchmark = number_or(res, "TotalDuration", 0) * to_ms / 1e3;
-    if (st == "Ok") t.st = status::ok;
-    else if (st == "ComputationFailed") t.st = status::launch_failed;
-    else if (st == "ValidationFailed") t.st = status::wrong_result;
-    else if (st == "CompilationFailed") t.st = status::compile_failed;
-    else if (st == "DeviceLimitsExceeded") t.st = status::invalid;
-    else throw error(path + ": Results[" + std::to_string(i) + "] has unknown Status '" + st + "'");
+    if (st == "Ok")
+      t.st = status::ok;
+    else if (st == "ComputationFailed")
+      t.st = status::launch_failed;
+    else if (st == "ValidationFailed")
+      t.st = status::wrong_result;
+    else if (st == "CompilationFailed")
+      t.st = status::compile_failed;
+    else if (st == "DeviceLimitsExceeded")
+      t.st = status::invalid;
+    else
+      throw error(path + ": Results[" + std::to_string(i) + "] has unknown Status '" + st + "'");
     const auto& crs = res.contains("ComputationResults") ? res["ComputationResults"] : json::array();
     if (t.st == status::ok) {
-      if (crs.empty()) throw error(path + ": Results[" + std::to_string(i) + "] is Ok but has no ComputationResults");
+      if (crs.empty())
+        throw error(path + ": Results[" + std::to_string(i) + "] is Ok but has no ComputationResults");
       double duration = 0;
-      for (const auto& cr : crs) duration += number_or(cr, "Duration", 0);
+      for (const auto& cr : crs)
+        duration += number_or(cr, "Duration", 0);
       set_times(t, {duration * to_ms});
     } else {
       t.error = "recorded status " + st;
@@ -212,9 +242,12 @@ recorded_file read_ktt(const json& root, const std::string& path) {
       if (cr.contains("CompilationData")) {
         const auto& cd = cr["CompilationData"];
         if (cd.contains("RegistersCount")) t.metrics["static.registers"] = number_or(cd, "RegistersCount", 0);
-        if (cd.contains("LocalMemorySize")) t.metrics["static.local_bytes"] = number_or(cd, "LocalMemorySize", 0);
-        if (cd.contains("ConstantMemorySize")) t.metrics["static.const_bytes"] = number_or(cd, "ConstantMemorySize", 0);
-        if (cd.contains("PrivateMemorySize")) t.metrics["static.private_bytes"] = number_or(cd, "PrivateMemorySize", 0);
+        if (cd.contains("LocalMemorySize"))
+          t.metrics["static.local_bytes"] = number_or(cd, "LocalMemorySize", 0);
+        if (cd.contains("ConstantMemorySize"))
+          t.metrics["static.const_bytes"] = number_or(cd, "ConstantMemorySize", 0);
+        if (cd.contains("PrivateMemorySize"))
+          t.metrics["static.private_bytes"] = number_or(cd, "PrivateMemorySize", 0);
       }
     }
     f.records.push_back(std::move(r));
@@ -233,9 +266,11 @@ recorded_file read_recorded(const std::string& path) {
   try {
     if (root.is_object() && root.contains("cache") && root.contains("tune_params_keys"))
       return read_kernel_tuner(root, path);
-    if (root.is_object() && root.contains("results") && (root.contains("schema_version") || root.contains("metadata")))
+    if (root.is_object() && root.contains("results") &&
+        (root.contains("schema_version") || root.contains("metadata")))
       return read_t4(root, path);
-    if (root.is_object() && root.contains("Results") && root.contains("Metadata")) return read_ktt(root, path);
+    if (root.is_object() && root.contains("Results") && root.contains("Metadata"))
+      return read_ktt(root, path);
   } catch (const json::exception& e) {
     throw error(path + ": malformed record: " + e.what());
   }
@@ -263,15 +298,18 @@ search_space recorded_space(const recorded_file& f) {
     }
     param_type t = param_type::integer;
     for (const auto& v : vals) {
-      if (v.is_string() || v.is_list()) t = param_type::string;
-      else if (v.is_real() && t == param_type::integer) t = param_type::real;
+      if (v.is_string() || v.is_list())
+        t = param_type::string;
+      else if (v.is_real() && t == param_type::integer)
+        t = param_type::real;
     }
     params.push_back(make_param(name, t, vals));
   }
   search_space base(std::move(params), {});
   std::vector<config> valid;
   valid.reserve(f.records.size());
-  for (const auto& r : f.records) valid.push_back(base.from_values(r.params));
+  for (const auto& r : f.records)
+    valid.push_back(base.from_values(r.params));
   return base.restricted_to(std::move(valid));
 }
 
@@ -292,7 +330,8 @@ bound_records bind_records(const recorded_file& f, const search_space& space) {
       if (b.unmatched++ == 0) b.first_unmatched = e.what();
     }
   }
-  std::stable_sort(b.entries.begin(), b.entries.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::stable_sort(b.entries.begin(), b.entries.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
   const auto before = b.entries.size();
   b.entries.erase(std::unique(b.entries.begin(), b.entries.end(),
                               [](const auto& x, const auto& y) { return x.first == y.first; }),

@@ -2,8 +2,8 @@
 
 #include <chrono>
 #include <map>
-#include <thread>
 #include <mutex>
+#include <thread>
 
 #include "kforge/document.hpp"
 #include "kforge/error.hpp"
@@ -31,11 +31,13 @@ replay_evaluator::replay_evaluator(std::shared_ptr<const recorded_file> file, co
       device_("replay:" + (file_->device_name.empty() ? std::string("recorded") : file_->device_name)) {
   if (bound_->entries.empty())
     throw error("the recording " + file_->path + " has no configuration of the problem's space" +
-                (bound_->first_unmatched.empty() ? std::string() : " (first mismatch: " + bound_->first_unmatched + ")"));
+                (bound_->first_unmatched.empty() ? std::string()
+                                                 : " (first mismatch: " + bound_->first_unmatched + ")"));
   if (space.cartesian_size() <= 1e9) {
     const auto& vs = space.valid();
     std::size_t recorded = 0;
-    for (const auto& [c, i] : bound_->entries) recorded += space.is_valid(c);
+    for (const auto& [c, i] : bound_->entries)
+      recorded += space.is_valid(c);
     unrecorded_valid_ = vs.size() - recorded;
   }
 }
@@ -93,8 +95,8 @@ void register_replay_evaluator() {
           o.fail("file", e.what());
         }
         try {
-          return evaluator(replay_evaluator(f, ctx.prob.space, static_cast<std::size_t>(o.integer("parallelism")),
-                                            o.real("latency_ms")));
+          return evaluator(replay_evaluator(
+              f, ctx.prob.space, static_cast<std::size_t>(o.integer("parallelism")), o.real("latency_ms")));
         } catch (const config_error&) {
           throw;
         } catch (const error& e) {

@@ -19,7 +19,9 @@ double median_of(std::vector<double> v) {
 }
 
 // Python's round(): half to even.
-double round_half_even(double x) { return std::nearbyint(x); }
+double round_half_even(double x) {
+  return std::nearbyint(x);
+}
 
 double mean_of(const std::vector<double>& v) {
   return v.empty() ? std::nan("") : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
@@ -48,7 +50,9 @@ space_statistics::space_statistics(const recorded_file& f) {
   time_per_feval_ = invalid_totals.empty() ? mean_of(totals)
                                            : mean_of(valid_totals) + frac_invalid * mean_of(invalid_totals);
   if (!(time_per_feval_ > 0) || !(total_time_median_ > 0))
-    throw error(f.path + ": the recording has no evaluation times (compile/benchmark/framework); the score's time axis needs them");
+    throw error(f.path +
+                ": the recording has no evaluation times (compile/benchmark/framework); the score's time "
+                "axis needs them");
 }
 
 space_statistics::cutoff space_statistics::cutoff_point(double p) const {
@@ -62,7 +66,8 @@ space_statistics::cutoff space_statistics::cutoff_point(double p) const {
       break;
     }
   }
-  const auto fevals = static_cast<std::size_t>(std::ceil(static_cast<double>(i) / static_cast<double>(n + 1 - i)));
+  const auto fevals =
+      static_cast<std::size_t>(std::ceil(static_cast<double>(i) / static_cast<double>(n + 1 - i)));
   return {target, fevals, static_cast<double>(fevals) * total_time_median_};
 }
 
@@ -84,11 +89,14 @@ std::vector<double> score_time_range(const space_statistics& st, const score_set
   const double t1 = st.cutoff_point(s.cutoff_end).time_s;
   std::vector<double> r(s.resolution);
   for (std::size_t i = 0; i < s.resolution; ++i)
-    r[i] = s.resolution == 1 ? t0 : t0 + (t1 - t0) * static_cast<double>(i) / static_cast<double>(s.resolution - 1);
+    r[i] = s.resolution == 1
+               ? t0
+               : t0 + (t1 - t0) * static_cast<double>(i) / static_cast<double>(s.resolution - 1);
   return r;
 }
 
-std::vector<double> isotonic_decreasing(std::vector<double> x, std::vector<double> y, const std::vector<double>& at) {
+std::vector<double> isotonic_decreasing(std::vector<double> x, std::vector<double> y,
+                                        const std::vector<double>& at) {
   std::vector<double> out(at.size(), std::nan(""));
   if (x.empty()) return out;
   std::vector<std::size_t> order(x.size());
@@ -106,7 +114,8 @@ std::vector<double> isotonic_decreasing(std::vector<double> x, std::vector<doubl
       uw.push_back(1);
     }
   }
-  for (std::size_t i = 0; i < uy.size(); ++i) uy[i] /= uw[i];
+  for (std::size_t i = 0; i < uy.size(); ++i)
+    uy[i] /= uw[i];
   // PAVA for a non-increasing fit: blocks of (mean, weight, count).
   struct block {
     double mean, weight;
@@ -126,7 +135,8 @@ std::vector<double> isotonic_decreasing(std::vector<double> x, std::vector<doubl
   }
   std::vector<double> fit;
   fit.reserve(ux.size());
-  for (const auto& b : blocks) fit.insert(fit.end(), b.count, b.mean);
+  for (const auto& b : blocks)
+    fit.insert(fit.end(), b.count, b.mean);
   for (std::size_t j = 0; j < at.size(); ++j) {
     const double t = at[j];
     if (t <= ux.front()) {
@@ -182,7 +192,8 @@ curve_result p_curve(const space_statistics& st, const std::vector<const run_tra
     return res;
   }
   // Margin filter of curves.py: keep points within the range widened by 10% (+ a little more for few points).
-  const double margin = 0.1 + 0.25 * static_cast<double>(runs.size()) / static_cast<double>(std::max<std::size_t>(total_points, 1));
+  const double margin = 0.1 + 0.25 * static_cast<double>(runs.size()) /
+                                  static_cast<double>(std::max<std::size_t>(total_points, 1));
   const double lo = range.front() * (1 - margin), hi = range.back() * (1 + margin);
   std::vector<double> fx, fy;
   for (std::size_t i = 0; i < xs.size(); ++i)
@@ -225,21 +236,26 @@ curve_result p_curve(const space_statistics& st, const std::vector<const run_tra
 }
 }  // namespace
 
-space_score score_runs(const space_statistics& st, const std::vector<run_trace>& runs, const score_settings& s) {
+space_score score_runs(const space_statistics& st, const std::vector<run_trace>& runs,
+                       const score_settings& s) {
   if (runs.empty()) throw error("no runs to score");
   space_score out;
   out.time_range = score_time_range(st, s);
   std::vector<const run_trace*> all;
-  for (const auto& r : runs) all.push_back(&r);
+  for (const auto& r : runs)
+    all.push_back(&r);
   const auto pooled = p_curve(st, all, out.time_range);
   out.score = pooled.score;
   out.p_curve = pooled.p;
   out.real_stopping_fraction = pooled.stop_fraction;
-  for (const auto& r : runs) out.per_run.push_back(p_curve(st, {&r}, out.time_range).score);
+  for (const auto& r : runs)
+    out.per_run.push_back(p_curve(st, {&r}, out.time_range).score);
   out.per_run_mean = mean_of(out.per_run);
   double var = 0;
-  for (double x : out.per_run) var += (x - out.per_run_mean) * (x - out.per_run_mean);
-  out.per_run_std = out.per_run.size() > 1 ? std::sqrt(var / static_cast<double>(out.per_run.size() - 1)) : 0.0;
+  for (double x : out.per_run)
+    var += (x - out.per_run_mean) * (x - out.per_run_mean);
+  out.per_run_std =
+      out.per_run.size() > 1 ? std::sqrt(var / static_cast<double>(out.per_run.size() - 1)) : 0.0;
   return out;
 }
 

@@ -21,7 +21,8 @@ using json = nlohmann::json;
 
 double score_table::mean_score(std::size_t s) const {
   double sum = 0;
-  for (std::size_t i = 0; i < spaces.size(); ++i) sum += at(i, s).score.score;
+  for (std::size_t i = 0; i < spaces.size(); ++i)
+    sum += at(i, s).score.score;
   return spaces.empty() ? std::nan("") : sum / static_cast<double>(spaces.size());
 }
 
@@ -30,10 +31,13 @@ score_job load_score_job(const std::string& path) {
   const auto doc = load_document(path);
   const auto& root = doc.root;
   if (!root.is_object()) doc.at("").fail("expected a mapping (spaces, strategies, seeds, ...)");
-  static const std::set<std::string> known = {"spaces", "strategies", "seeds", "seed_base", "cutoff_start",
-                                              "cutoff_end", "resolution", "budget_margin"};
+  static const std::set<std::string> known = {"spaces",       "strategies", "seeds",      "seed_base",
+                                              "cutoff_start", "cutoff_end", "resolution", "budget_margin"};
   for (const auto& [k, v] : root.items())
-    if (!known.count(k)) doc.at(k).fail("unknown key (expected spaces, strategies, seeds, seed_base, cutoff_start, cutoff_end, resolution, budget_margin)");
+    if (!known.count(k))
+      doc.at(k).fail(
+          "unknown key (expected spaces, strategies, seeds, seed_base, cutoff_start, cutoff_end, resolution, "
+          "budget_margin)");
   score_job job;
   job.file = path;
   if (!root.contains("spaces") || !root["spaces"].is_array() || root["spaces"].empty())
@@ -43,8 +47,10 @@ score_job load_score_job(const std::string& path) {
     const auto& s = root["spaces"][i];
     if (!s.is_object()) doc.at(key).fail("expected {name, recording, t1}");
     for (const auto& [k, v] : s.items())
-      if (k != "name" && k != "recording" && k != "t1") doc.at(key + "." + k).fail("unknown key (expected name, recording, t1)");
-    if (!s.contains("recording") || !s["recording"].is_string()) doc.at(key + ".recording").fail("expected the path of a recorded space");
+      if (k != "name" && k != "recording" && k != "t1")
+        doc.at(key + "." + k).fail("unknown key (expected name, recording, t1)");
+    if (!s.contains("recording") || !s["recording"].is_string())
+      doc.at(key + ".recording").fail("expected the path of a recorded space");
     score_space_spec sp;
     sp.recording = resolve_path(s["recording"].get<std::string>(), doc.base_dir);
     if (s.contains("t1")) {
@@ -81,7 +87,9 @@ score_job load_score_job(const std::string& path) {
     if (!v.is_number() || (integer && !v.is_number_integer()))
       doc.at(k).fail(std::string("expected ") + (integer ? "an integer" : "a number") + ", got " + v.dump());
     const double x = v.get<double>();
-    if (x < lo || x > hi) doc.at(k).fail("expected a value in [" + json(lo).dump() + ", " + json(hi).dump() + "], got " + v.dump());
+    if (x < lo || x > hi)
+      doc.at(k).fail("expected a value in [" + json(lo).dump() + ", " + json(hi).dump() + "], got " +
+                     v.dump());
     return x;
   };
   if (auto x = number("seeds", 1, 1e6, true)) job.seeds = static_cast<std::size_t>(*x);
@@ -90,14 +98,16 @@ score_job load_score_job(const std::string& path) {
   if (auto x = number("cutoff_end", 0, 1, false)) job.settings.cutoff_end = *x;
   if (auto x = number("resolution", 2, 1e6, true)) job.settings.resolution = static_cast<std::size_t>(*x);
   if (auto x = number("budget_margin", 0, 10, false)) job.budget_margin = *x;
-  if (job.settings.cutoff_start >= job.settings.cutoff_end) doc.at("cutoff_start").fail("must be below cutoff_end");
+  if (job.settings.cutoff_start >= job.settings.cutoff_end)
+    doc.at("cutoff_start").fail("must be below cutoff_end");
   return job;
 }
 
 score_table run_score_job(const score_job& job, const std::function<void(const score_cell&)>& progress) {
   register_builtins();
   score_table table;
-  for (const auto& s : job.spaces) table.spaces.push_back(s.name);
+  for (const auto& s : job.spaces)
+    table.spaces.push_back(s.name);
   for (const auto& s : job.strategies) {
     std::string label = s.type;
     if (s.params.is_object() && !s.params.empty()) label += s.params.dump();
@@ -158,7 +168,8 @@ std::string format_score_table(const score_table& t) {
   std::string out;
   char buf[256];
   std::size_t w = 24;
-  for (const auto& s : t.spaces) w = std::max(w, s.size() + 2);
+  for (const auto& s : t.spaces)
+    w = std::max(w, s.size() + 2);
   std::snprintf(buf, sizeof buf, "%-*s", static_cast<int>(w), "space");
   out += buf;
   for (const auto& s : t.strategies) {
@@ -166,14 +177,16 @@ std::string format_score_table(const score_table& t) {
     out += buf;
   }
   out += "\n" + std::string(w, '-');
-  for (std::size_t i = 0; i < t.strategies.size(); ++i) out += "-+-" + std::string(22, '-');
+  for (std::size_t i = 0; i < t.strategies.size(); ++i)
+    out += "-+-" + std::string(22, '-');
   out += "\n";
   for (std::size_t i = 0; i < t.spaces.size(); ++i) {
     std::snprintf(buf, sizeof buf, "%-*s", static_cast<int>(w), t.spaces[i].c_str());
     out += buf;
     for (std::size_t j = 0; j < t.strategies.size(); ++j) {
       const auto& c = t.at(i, j);
-      std::snprintf(buf, sizeof buf, " | %6.3f (%5.2f+-%4.2f)  ", c.score.score, c.score.per_run_mean, c.score.per_run_std);
+      std::snprintf(buf, sizeof buf, " | %6.3f (%5.2f+-%4.2f)  ", c.score.score, c.score.per_run_mean,
+                    c.score.per_run_std);
       out += buf;
     }
     out += "\n";
@@ -184,7 +197,9 @@ std::string format_score_table(const score_table& t) {
     std::snprintf(buf, sizeof buf, " | %6.3f                 ", t.mean_score(j));
     out += buf;
   }
-  out += "\n\nP = mean over the time range of the pooled curve (per-run mean +- std in brackets); 0 = random search, 1 = optimum\n";
+  out +=
+      "\n\nP = mean over the time range of the pooled curve (per-run mean +- std in brackets); 0 = random "
+      "search, 1 = optimum\n";
   return out;
 }
 
@@ -204,7 +219,8 @@ json score_table_json(const score_table& t) {
                      {"p_curve", c.score.p_curve}});
   }
   json means = json::object();
-  for (std::size_t j = 0; j < t.strategies.size(); ++j) means[t.strategies[j]] = t.mean_score(j);
+  for (std::size_t j = 0; j < t.strategies.size(); ++j)
+    means[t.strategies[j]] = t.mean_score(j);
   return {{"spaces", t.spaces}, {"strategies", t.strategies}, {"mean_score", means}, {"cells", cells}};
 }
 

@@ -11,13 +11,17 @@ namespace kf {
 namespace {
 using json = nlohmann::json;
 
-json num(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
+json num(double x) {
+  return std::isnan(x) ? json(nullptr) : json(x);
+}
 
 json trial_json(const trial& t, const search_space& space) {
   json m = json::object();
-  for (const auto& [k, v] : t.metrics) m[k] = num(v);
+  for (const auto& [k, v] : t.metrics)
+    m[k] = num(v);
   json times = json::array();
-  for (double x : t.times_ms) times.push_back(num(x));
+  for (double x : t.times_ms)
+    times.push_back(num(x));
   return {{"sequence", t.sequence},
           {"batch", t.batch},
           {"configuration", space.to_json(t.cfg)},
@@ -43,7 +47,8 @@ json trial_json(const trial& t, const search_space& space) {
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  for (char c : s)
+    out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
 
@@ -57,22 +62,32 @@ std::string csv_num(double x) {
 
 const char* t4_invalidity(status s) {
   switch (s) {
-    case status::ok: return "correct";
-    case status::invalid: return "constraints";
-    case status::compile_failed: return "compile";
-    case status::launch_failed: return "runtime";
-    case status::wrong_result: return "correctness";
-    case status::timeout: return "timeout";
-    case status::crashed: return "runtime";
+    case status::ok:
+      return "correct";
+    case status::invalid:
+      return "constraints";
+    case status::compile_failed:
+      return "compile";
+    case status::launch_failed:
+      return "runtime";
+    case status::wrong_result:
+      return "correctness";
+    case status::timeout:
+      return "timeout";
+    case status::crashed:
+      return "runtime";
   }
   return "runtime";
 }
 
 const char* kt_failure(status s) {
   switch (s) {
-    case status::invalid: return "InvalidConfig";
-    case status::compile_failed: return "CompilationFailedConfig";
-    default: return "RuntimeFailedConfig";
+    case status::invalid:
+      return "InvalidConfig";
+    case status::compile_failed:
+      return "CompilationFailedConfig";
+    default:
+      return "RuntimeFailedConfig";
   }
 }
 }  // namespace
@@ -85,30 +100,36 @@ std::optional<export_format> export_format_from_string(std::string_view s) {
   return std::nullopt;
 }
 
-void export_trials(const std::vector<trial>& trials, const search_space& space, export_format fmt, std::ostream& out,
-                   const json& run_meta) {
+void export_trials(const std::vector<trial>& trials, const search_space& space, export_format fmt,
+                   std::ostream& out, const json& run_meta) {
   switch (fmt) {
     case export_format::jsonl:
-      for (const auto& t : trials) out << trial_json(t, space).dump() << '\n';
+      for (const auto& t : trials)
+        out << trial_json(t, space).dump() << '\n';
       break;
     case export_format::csv: {
       std::set<std::string> metric_names;
       for (const auto& t : trials)
-        for (const auto& [k, v] : t.metrics) metric_names.insert(k);
+        for (const auto& [k, v] : t.metrics)
+          metric_names.insert(k);
       out << "sequence,batch";
-      for (const auto& p : space.params()) out << ',' << csv_field(p.name);
-      out << ",status,time_ms,time_iqr_ms,time_min_ms,cost_compile_s,cost_check_s,cost_benchmark_s,cost_profile_s,"
+      for (const auto& p : space.params())
+        out << ',' << csv_field(p.name);
+      out << ",status,time_ms,time_iqr_ms,time_min_ms,cost_compile_s,cost_check_s,cost_benchmark_s,cost_"
+             "profile_s,"
              "cost_framework_s,cost_strategy_s,clock_s,sm_clock_mhz,device";
-      for (const auto& m : metric_names) out << ',' << csv_field(m);
+      for (const auto& m : metric_names)
+        out << ',' << csv_field(m);
       out << ",error\n";
       for (const auto& t : trials) {
         out << t.sequence << ',' << t.batch;
-        for (std::size_t i = 0; i < space.dimension(); ++i) out << ',' << csv_field(space.value_of(t.cfg, i).str());
+        for (std::size_t i = 0; i < space.dimension(); ++i)
+          out << ',' << csv_field(space.value_of(t.cfg, i).str());
         out << ',' << to_string(t.st) << ',' << csv_num(t.time_ms) << ',' << csv_num(t.time_iqr_ms) << ','
             << csv_num(t.time_min_ms) << ',' << csv_num(t.cost.compile) << ',' << csv_num(t.cost.check) << ','
-            << csv_num(t.cost.benchmark) << ',' << csv_num(t.cost.profile) << ',' << csv_num(t.cost.framework) << ','
-            << csv_num(t.cost.strategy) << ',' << csv_num(t.clock_s) << ',' << csv_num(t.sm_clock_mhz) << ','
-            << csv_field(t.device);
+            << csv_num(t.cost.benchmark) << ',' << csv_num(t.cost.profile) << ',' << csv_num(t.cost.framework)
+            << ',' << csv_num(t.cost.strategy) << ',' << csv_num(t.clock_s) << ',' << csv_num(t.sm_clock_mhz)
+            << ',' << csv_field(t.device);
         for (const auto& m : metric_names) {
           auto v = t.metric(m);
           out << ',' << (v ? csv_num(*v) : std::string());
@@ -121,7 +142,8 @@ void export_trials(const std::vector<trial>& trials, const search_space& space, 
       json results = json::array();
       for (const auto& t : trials) {
         json runtimes = json::array();
-        for (double x : t.times_ms) runtimes.push_back(num(x));
+        for (double x : t.times_ms)
+          runtimes.push_back(num(x));
         json measurements = json::array();
         if (t.ok()) measurements.push_back({{"name", "time"}, {"value", t.time_ms}, {"unit", "ms"}});
         for (const auto& [k, v] : t.metrics)
@@ -139,7 +161,8 @@ void export_trials(const std::vector<trial>& trials, const search_space& space, 
                            {"measurements", measurements},
                            {"objectives", json::array({"time"})}});
       }
-      json doc = {{"schema_version", "1.0.0"}, {"metadata", {{"timeunit", "milliseconds"}}}, {"results", results}};
+      json doc = {
+          {"schema_version", "1.0.0"}, {"metadata", {{"timeunit", "milliseconds"}}}, {"results", results}};
       if (!run_meta.is_null()) doc["metadata"]["kforge"] = run_meta;
       out << doc.dump(1) << '\n';
       break;
@@ -149,7 +172,8 @@ void export_trials(const std::vector<trial>& trials, const search_space& space, 
       for (const auto& p : space.params()) {
         keys.push_back(p.name);
         json vals = json::array();
-        for (const auto& v : p.values) vals.push_back(to_json(v));
+        for (const auto& v : p.values)
+          vals.push_back(to_json(v));
         tune_params[p.name] = vals;
       }
       for (const auto& t : trials) {
@@ -161,7 +185,8 @@ void export_trials(const std::vector<trial>& trials, const search_space& space, 
             if (!std::isnan(x)) mean += x, ++n;
           rec["time"] = n ? mean / n : t.time_ms;
           json times = json::array();
-          for (double x : t.times_ms) times.push_back(num(x));
+          for (double x : t.times_ms)
+            times.push_back(num(x));
           rec["times"] = times.empty() ? json::array({t.time_ms}) : times;
         } else {
           rec["time"] = kt_failure(t.st);

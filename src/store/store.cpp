@@ -26,13 +26,18 @@ struct statement {
   statement(const statement&) = delete;
   statement& operator=(const statement&) = delete;
   void bind(int i, double v) {
-    if (std::isnan(v)) sqlite3_bind_null(s, i);
-    else sqlite3_bind_double(s, i, v);
+    if (std::isnan(v))
+      sqlite3_bind_null(s, i);
+    else
+      sqlite3_bind_double(s, i, v);
   }
   void bind(int i, std::int64_t v) { sqlite3_bind_int64(s, i, v); }
-  void bind(int i, const std::string& v) { sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+  void bind(int i, const std::string& v) {
+    sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
   double col_double(int i) const {
-    return sqlite3_column_type(s, i) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN() : sqlite3_column_double(s, i);
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN()
+                                                    : sqlite3_column_double(s, i);
   }
   std::int64_t col_int(int i) const { return sqlite3_column_int64(s, i); }
   std::string col_text(int i) const {
@@ -52,7 +57,8 @@ void exec(sqlite3* db, const char* sql) {
 
 std::string indices_text(const config& c) {
   std::string s;
-  for (std::size_t i = 0; i < c.size(); ++i) s += (i ? "," : "") + std::to_string(c[i]);
+  for (std::size_t i = 0; i < c.size(); ++i)
+    s += (i ? "," : "") + std::to_string(c[i]);
   return s;
 }
 
@@ -68,7 +74,9 @@ config parse_indices(const std::string& s) {
   return c;
 }
 
-json nan_safe(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
+json nan_safe(double x) {
+  return std::isnan(x) ? json(nullptr) : json(x);
+}
 }  // namespace
 
 struct run_store::impl {
@@ -85,7 +93,8 @@ run_store::run_store(const std::filesystem::path& dir) : impl_(std::make_unique<
   std::filesystem::create_directories(dir, ec);
   if (ec) throw error("cannot create run folder '" + dir.string() + "': " + ec.message());
   const auto path = database_path().string();
-  if (sqlite3_open_v2(path.c_str(), &impl_->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+  if (sqlite3_open_v2(path.c_str(), &impl_->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                       nullptr) != SQLITE_OK)
     sql_fail(impl_->db, "open " + path);
   sqlite3_busy_timeout(impl_->db, 5000);
@@ -106,11 +115,17 @@ run_store::~run_store() = default;
 run_store::run_store(run_store&&) noexcept = default;
 run_store& run_store::operator=(run_store&&) noexcept = default;
 
-const std::filesystem::path& run_store::dir() const noexcept { return impl_->dir; }
-std::filesystem::path run_store::database_path() const { return impl_->dir / "run.sqlite"; }
+const std::filesystem::path& run_store::dir() const noexcept {
+  return impl_->dir;
+}
+std::filesystem::path run_store::database_path() const {
+  return impl_->dir / "run.sqlite";
+}
 
 void run_store::set_meta(const std::string& key, const json& v) {
-  statement st(impl_->db, "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value");
+  statement st(
+      impl_->db,
+      "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value");
   st.bind(1, key);
   st.bind(2, v.dump());
   if (sqlite3_step(st.s) != SQLITE_DONE) sql_fail(impl_->db, "write meta " + key);
@@ -123,14 +138,17 @@ json run_store::meta(const std::string& key) const {
   return json::parse(st.col_text(0));
 }
 
-bool run_store::has_meta(const std::string& key) const { return !meta(key).is_null(); }
+bool run_store::has_meta(const std::string& key) const {
+  return !meta(key).is_null();
+}
 
 void run_store::commit(const trial& t) {
-  statement st(impl_->db,
-               "INSERT INTO trials(sequence, batch, indices, status, time_ms, time_iqr_ms, time_min_ms,"
-               " times_ms, cost_compile, cost_check, cost_benchmark, cost_profile, cost_framework, cost_strategy,"
-               " metrics, error, device, sm_clock_mhz, clock_s)"
-               " VALUES(?1,?2,?3,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)");
+  statement st(
+      impl_->db,
+      "INSERT INTO trials(sequence, batch, indices, status, time_ms, time_iqr_ms, time_min_ms,"
+      " times_ms, cost_compile, cost_check, cost_benchmark, cost_profile, cost_framework, cost_strategy,"
+      " metrics, error, device, sm_clock_mhz, clock_s)"
+      " VALUES(?1,?2,?3,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)");
   st.bind(1, static_cast<std::int64_t>(t.sequence));
   st.bind(2, static_cast<std::int64_t>(t.batch));
   st.bind(3, indices_text(t.cfg));
@@ -146,7 +164,8 @@ void run_store::commit(const trial& t) {
   st.bind(14, t.cost.framework);
   st.bind(15, t.cost.strategy);
   json m = json::object();
-  for (const auto& [k, v] : t.metrics) m[k] = nan_safe(v);
+  for (const auto& [k, v] : t.metrics)
+    m[k] = nan_safe(v);
   st.bind(16, m.dump());
   st.bind(17, t.error);
   st.bind(18, t.device);
@@ -157,10 +176,11 @@ void run_store::commit(const trial& t) {
 }
 
 std::vector<trial> run_store::trials() const {
-  statement st(impl_->db,
-               "SELECT sequence, batch, indices, status, time_ms, time_iqr_ms, time_min_ms, times_ms, cost_compile,"
-               " cost_check, cost_benchmark, cost_profile, cost_framework, cost_strategy, metrics, error, device,"
-               " sm_clock_mhz, clock_s FROM trials ORDER BY sequence");
+  statement st(
+      impl_->db,
+      "SELECT sequence, batch, indices, status, time_ms, time_iqr_ms, time_min_ms, times_ms, cost_compile,"
+      " cost_check, cost_benchmark, cost_profile, cost_framework, cost_strategy, metrics, error, device,"
+      " sm_clock_mhz, clock_s FROM trials ORDER BY sequence");
   std::vector<trial> out;
   while (true) {
     const int rc = sqlite3_step(st.s);
@@ -171,7 +191,9 @@ std::vector<trial> run_store::trials() const {
     t.batch = static_cast<std::uint32_t>(st.col_int(1));
     t.cfg = parse_indices(st.col_text(2));
     auto s = status_from_string(st.col_text(3));
-    if (!s) throw error("run store: trial " + std::to_string(t.sequence) + " has unknown status '" + st.col_text(3) + "'");
+    if (!s)
+      throw error("run store: trial " + std::to_string(t.sequence) + " has unknown status '" +
+                  st.col_text(3) + "'");
     t.st = *s;
     t.time_ms = st.col_double(4);
     t.time_iqr_ms = st.col_double(5);
@@ -207,11 +229,13 @@ json describe_space(const search_space& space) {
   json params = json::array();
   for (const auto& p : space.params()) {
     json vals = json::array();
-    for (const auto& v : p.values) vals.push_back(to_json(v));
+    for (const auto& v : p.values)
+      vals.push_back(to_json(v));
     params.push_back({{"name", p.name}, {"type", std::string(to_string(p.type))}, {"values", vals}});
   }
   json constraints = json::array();
-  for (const auto& c : space.constraint_sources()) constraints.push_back(c);
+  for (const auto& c : space.constraint_sources())
+    constraints.push_back(c);
   return {{"params", params}, {"constraints", constraints}};
 }
 
@@ -219,12 +243,13 @@ search_space space_from_description(const json& d) {
   std::vector<param> params;
   for (const auto& p : d.at("params")) {
     const auto t = p.at("type").get<std::string>();
-    param_type pt = t == "int" ? param_type::integer
+    param_type pt = t == "int"     ? param_type::integer
                     : t == "float" ? param_type::real
-                    : t == "bool" ? param_type::boolean
-                                  : param_type::string;
+                    : t == "bool"  ? param_type::boolean
+                                   : param_type::string;
     std::vector<value> vals;
-    for (const auto& v : p.at("values")) vals.push_back(from_json(v));
+    for (const auto& v : p.at("values"))
+      vals.push_back(from_json(v));
     params.push_back(make_param(p.at("name").get<std::string>(), pt, std::move(vals)));
   }
   return search_space(std::move(params), {});

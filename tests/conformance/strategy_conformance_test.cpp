@@ -46,7 +46,8 @@ checked_run drive(const std::string& name, std::uint64_t seed, std::size_t budge
     }
     if (props.empty()) break;
     std::vector<evaluation_request> reqs;
-    for (auto& c : props) reqs.push_back({seq++, c, 0});
+    for (auto& c : props)
+      reqs.push_back({seq++, c, 0});
     auto trials = e.evaluate(reqs);
     for (auto& t : trials) {
       out.sequence.push_back(t.cfg);
@@ -87,7 +88,8 @@ TEST_P(conformance, same_seed_same_run_through_the_loop) {
     auto e = f.make_evaluator();
     const auto r = run_loop(f.prob.space, s, e, b, 21, 4, nullptr, {});
     std::vector<config> seq;
-    for (const auto& t : r.history.trials()) seq.push_back(t.cfg);
+    for (const auto& t : r.history.trials())
+      seq.push_back(t.cfg);
     seqs.push_back(seq);
   }
   EXPECT_EQ(seqs[0], seqs[1]);
@@ -96,7 +98,8 @@ TEST_P(conformance, same_seed_same_run_through_the_loop) {
 TEST_P(conformance, can_exhaust_a_space) {
   const auto r = drive(GetParam(), 5, 1000, 16);
   test::stencil_replay f;
-  EXPECT_EQ(r.sequence.size(), f.prob.space.valid().size()) << GetParam() << " stopped before the space was exhausted";
+  EXPECT_EQ(r.sequence.size(), f.prob.space.valid().size())
+      << GetParam() << " stopped before the space was exhausted";
 }
 
 std::vector<std::string> registered() {

@@ -1,8 +1,8 @@
 // kforge run --resume after SIGKILL at arbitrary points: a real `kforge run` process (replay with a
 // real latency per evaluation) is killed repeatedly at random moments and resumed until it finishes;
 // the stored trials must then be exactly those of an uninterrupted run: none lost, none repeated.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -20,20 +20,23 @@ extern char** environ;
 namespace kf {
 namespace {
 
-std::filesystem::path write_config(const std::filesystem::path& dir, const std::string& name, const std::string& strategy) {
+std::filesystem::path write_config(const std::filesystem::path& dir, const std::string& name,
+                                   const std::string& strategy) {
   const auto root = test::source_dir() / "experiments/stencil2d-h200";
-  return test::write_file(dir / (name + ".yaml"),
-                          "problem: {t1: " + (root / "T1.json").string() + "}\nstrategy: " + strategy +
-                              "\nevaluator: {type: replay, params: {file: " + (root / "cache.json").string() +
-                              ", latency_ms: 4}}\nbudget: {evaluations: 150}\nbatch_size: 3\nseed: 17\noutput: " +
-                              (dir / name).string() + "\n");
+  return test::write_file(
+      dir / (name + ".yaml"),
+      "problem: {t1: " + (root / "T1.json").string() + "}\nstrategy: " + strategy +
+          "\nevaluator: {type: replay, params: {file: " + (root / "cache.json").string() +
+          ", latency_ms: 4}}\nbudget: {evaluations: 150}\nbatch_size: 3\nseed: 17\noutput: " +
+          (dir / name).string() + "\n");
 }
 
 pid_t spawn_run(const std::filesystem::path& cfg, bool resume) {
   std::vector<std::string> args = {KFORGE_CLI, "run", "--quiet", cfg.string()};
   if (resume) args.insert(args.begin() + 2, "--resume");
   std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
+  for (auto& a : args)
+    argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -45,7 +48,9 @@ pid_t spawn_run(const std::filesystem::path& cfg, bool resume) {
   return pid;
 }
 
-std::vector<trial> stored(const std::filesystem::path& dir) { return run_store(dir).trials(); }
+std::vector<trial> stored(const std::filesystem::path& dir) {
+  return run_store(dir).trials();
+}
 
 TEST(kill_resume, sigkill_at_random_points_loses_and_repeats_nothing) {
   test::temp_dir tmp;
@@ -85,7 +90,8 @@ TEST(kill_resume, sigkill_at_random_points_loses_and_repeats_nothing) {
       EXPECT_DOUBLE_EQ(got[i].time_ms, ref[i].time_ms);
       EXPECT_DOUBLE_EQ(got[i].clock_s, ref[i].clock_s);
     }
-    std::printf("%s: %d kills, %zu trials identical to the uninterrupted run\n", strategy.c_str(), kills, got.size());
+    std::printf("%s: %d kills, %zu trials identical to the uninterrupted run\n", strategy.c_str(), kills,
+                got.size());
   }
 }
 

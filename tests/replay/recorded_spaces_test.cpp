@@ -23,9 +23,11 @@ void expect_t1_equals_recording(const std::string& t1, const std::string& record
   EXPECT_EQ(bound.unmatched, 0u) << bound.first_unmatched;
   EXPECT_EQ(bound.duplicates, 0u);
   std::set<config> recorded;
-  for (const auto& [c, i] : bound.entries) recorded.insert(c);
+  for (const auto& [c, i] : bound.entries)
+    recorded.insert(c);
   std::set<config> enumerated;
-  for (std::size_t i = 0; i < vs.size(); ++i) enumerated.insert(vs.at(i));
+  for (std::size_t i = 0; i < vs.size(); ++i)
+    enumerated.insert(vs.at(i));
   EXPECT_EQ(recorded, enumerated) << t1 << " vs " << recording;
 }
 
@@ -43,7 +45,8 @@ TEST(recorded, benchmark_hub_t1_valid_sets_equal_the_recordings) {
     expect_t1_equals_recording((hub / "dedispersion/T1.json").string(),
                                (hub / "dedispersion" / (std::string(gpu) + ".json.gz")).string(), 11130);
   }
-  expect_t1_equals_recording((hub / "convolution/T1.json").string(), (hub / "convolution/A100_T4.json.gz").string(), 4362);
+  expect_t1_equals_recording((hub / "convolution/T1.json").string(),
+                             (hub / "convolution/A100_T4.json.gz").string(), 4362);
 }
 
 TEST(recorded, t4_and_kernel_tuner_recordings_agree) {
@@ -75,7 +78,8 @@ TEST(recorded, failures_map_to_statuses) {
   KF_REQUIRE_SHARED_DATA(data);
   const auto kt = read_recorded((data / "tuning-spaces/benchmark_hub/convolution/A100.json.gz").string());
   std::size_t by_status[status_count] = {};
-  for (const auto& r : kt.records) ++by_status[static_cast<std::size_t>(r.result.st)];
+  for (const auto& r : kt.records)
+    ++by_status[static_cast<std::size_t>(r.result.st)];
   EXPECT_EQ(by_status[static_cast<std::size_t>(status::ok)], 4201u);
   EXPECT_EQ(by_status[static_cast<std::size_t>(status::launch_failed)], 155u);
   EXPECT_EQ(by_status[static_cast<std::size_t>(status::compile_failed)], 6u);
@@ -99,7 +103,8 @@ TEST(recorded, failures_map_to_statuses) {
 TEST(recorded, ktt_counters_become_metrics) {
   KF_REQUIRE_SHARED_DATA(data);
   const auto dir = data / "tuning-spaces/ktt-counters";
-  for (auto [file, ok_count] : {std::pair{"pnpoly_2080Ti.json.gz", 3815u}, std::pair{"convolution_2080Ti.json.gz", 5280u}}) {
+  for (auto [file, ok_count] :
+       {std::pair{"pnpoly_2080Ti.json.gz", 3815u}, std::pair{"convolution_2080Ti.json.gz", 5280u}}) {
     const auto rec = read_recorded((dir / file).string());
     EXPECT_EQ(rec.format, "ktt");
     std::size_t ok = 0, with_counters = 0;

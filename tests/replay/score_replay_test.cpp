@@ -47,8 +47,9 @@ TEST(score_replay, random_search_scores_zero_on_average) {
   job.seeds = 100;
   const auto table = run_score_job(job);
   for (std::size_t i = 0; i < table.spaces.size(); ++i) {
-    std::printf("random on %-20s P = %+.3f (runs %+.3f +- %.3f)\n", table.spaces[i].c_str(), table.at(i, 0).score.score,
-                table.at(i, 0).score.per_run_mean, table.at(i, 0).score.per_run_std);
+    std::printf("random on %-20s P = %+.3f (runs %+.3f +- %.3f)\n", table.spaces[i].c_str(),
+                table.at(i, 0).score.score, table.at(i, 0).score.per_run_mean,
+                table.at(i, 0).score.per_run_std);
     EXPECT_LT(std::abs(table.at(i, 0).score.score), 0.5) << table.spaces[i];
   }
   std::printf("random, mean over the six spaces: %+.3f\n", table.mean_score(0));

@@ -10,7 +10,9 @@
 
 namespace kf::test {
 
-std::filesystem::path source_dir() { return KFORGE_SOURCE_DIR; }
+std::filesystem::path source_dir() {
+  return KFORGE_SOURCE_DIR;
+}
 
 std::optional<std::filesystem::path> shared_data_dir() {
   if (const char* env = std::getenv("KFORGE_SHARED_DATA"); env && *env) {
@@ -53,7 +55,8 @@ command_result run_command(const std::string& command) {
   if (!pipe) return r;
   std::array<char, 4096> buf{};
   std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0)
+    r.output.append(buf.data(), n);
   const int st = ::pclose(pipe);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;

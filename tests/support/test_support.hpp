@@ -41,7 +41,7 @@ command_result run_command(const std::string& command);
 
 /// Skips the current test with a visible reason when ../shared/data is absent; otherwise binds
 /// `var` to its path.
-#define KF_REQUIRE_SHARED_DATA(var)                                                              \
-  const auto var##_opt = ::kf::test::shared_data_dir();                                          \
+#define KF_REQUIRE_SHARED_DATA(var)                                                                \
+  const auto var##_opt = ::kf::test::shared_data_dir();                                            \
   if (!var##_opt) GTEST_SKIP() << "../shared/data is absent (set KFORGE_SHARED_DATA to run this)"; \
   const std::filesystem::path var = *var##_opt

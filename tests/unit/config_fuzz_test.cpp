@@ -17,9 +17,13 @@ namespace {
 std::string valid_yaml() {
   const auto root = test::source_dir() / "experiments/stencil2d-h200";
   return "name: fuzz\n"
-         "problem: {t1: " + (root / "T1.json").string() + "}\n"
+         "problem: {t1: " +
+         (root / "T1.json").string() +
+         "}\n"
          "strategy:\n  type: ga\n  params: {population_size: 12, mutation_rate: 0.2, crossover: two_point}\n"
-         "evaluator: {type: replay, params: {file: " + (root / "cache.json").string() + ", parallelism: 2}}\n"
+         "evaluator: {type: replay, params: {file: " +
+         (root / "cache.json").string() +
+         ", parallelism: 2}}\n"
          "budget: {evaluations: 40, simulated_time_s: 100.5}\n"
          "seed: 7\nbatch_size: 4\noutput: runs/fuzz\n";
 }
@@ -32,13 +36,16 @@ outcome try_load(const std::string& text) {
     (void)parse_experiment(doc);
     return outcome::loaded;
   } catch (const config_error& e) {
-    EXPECT_NE(e.file().find("fuzz.yaml"), std::string::npos) << "error does not name the config file: " << e.what();
+    EXPECT_NE(e.file().find("fuzz.yaml"), std::string::npos)
+        << "error does not name the config file: " << e.what();
     return outcome::config_error;
   }
   // Any other exception escapes and fails the test with its message.
 }
 
-TEST(config_fuzz, valid_config_loads) { EXPECT_EQ(try_load(valid_yaml()), outcome::loaded); }
+TEST(config_fuzz, valid_config_loads) {
+  EXPECT_EQ(try_load(valid_yaml()), outcome::loaded);
+}
 
 TEST(config_fuzz, text_mutations) {
   register_builtins();
@@ -52,11 +59,19 @@ TEST(config_fuzz, text_mutations) {
     for (int k = 0; k < edits && !s.empty(); ++k) {
       const std::size_t pos = gen() % s.size();
       switch (gen() % 5) {
-        case 0: s.erase(pos, 1 + gen() % 3); break;
-        case 1: s.insert(pos, 1, alphabet[gen() % alphabet.size()]); break;
-        case 2: s[pos] = alphabet[gen() % alphabet.size()]; break;
-        case 3: s.resize(pos); break;  // truncation
-        case 4: {                      // duplicate a random slice elsewhere
+        case 0:
+          s.erase(pos, 1 + gen() % 3);
+          break;
+        case 1:
+          s.insert(pos, 1, alphabet[gen() % alphabet.size()]);
+          break;
+        case 2:
+          s[pos] = alphabet[gen() % alphabet.size()];
+          break;
+        case 3:
+          s.resize(pos);
+          break;   // truncation
+        case 4: {  // duplicate a random slice elsewhere
           const std::size_t len = gen() % 20;
           const std::string slice = s.substr(pos, len);
           s.insert(gen() % s.size(), slice);
@@ -75,10 +90,24 @@ TEST(config_fuzz, text_mutations) {
 TEST(config_fuzz, tree_mutations) {
   register_builtins();
   const auto base = parse_document(valid_yaml(), "fuzz.yaml", test::source_dir()).root;
-  const std::vector<nlohmann::json> odd_values = {nullptr, true, -1, 0, 3.5, 1e300, -1e-300, "", "x", "ga",
-                                                  nlohmann::json::array(), nlohmann::json::array({1, "a"}),
-                                                  nlohmann::json::object(), {{"type", "random"}}, {{"k", 1}},
-                                                  "1 +* 2", "[i for i in range(3)]", 9223372036854775807LL};
+  const std::vector<nlohmann::json> odd_values = {nullptr,
+                                                  true,
+                                                  -1,
+                                                  0,
+                                                  3.5,
+                                                  1e300,
+                                                  -1e-300,
+                                                  "",
+                                                  "x",
+                                                  "ga",
+                                                  nlohmann::json::array(),
+                                                  nlohmann::json::array({1, "a"}),
+                                                  nlohmann::json::object(),
+                                                  {{"type", "random"}},
+                                                  {{"k", 1}},
+                                                  "1 +* 2",
+                                                  "[i for i in range(3)]",
+                                                  9223372036854775807LL};
   std::mt19937_64 gen(7);
   int refused = 0;
   for (int i = 0; i < 3000; ++i) {
@@ -92,7 +121,9 @@ TEST(config_fuzz, tree_mutations) {
       node = &*it;
     }
     switch (gen() % 4) {
-      case 0: *node = odd_values[gen() % odd_values.size()]; break;
+      case 0:
+        *node = odd_values[gen() % odd_values.size()];
+        break;
       case 1:
         if (node->is_object() && !node->empty()) {
           auto it = node->begin();
@@ -101,9 +132,12 @@ TEST(config_fuzz, tree_mutations) {
         }
         break;
       case 2:
-        if (node->is_object()) (*node)["unexpected_" + std::to_string(gen() % 3)] = odd_values[gen() % odd_values.size()];
+        if (node->is_object())
+          (*node)["unexpected_" + std::to_string(gen() % 3)] = odd_values[gen() % odd_values.size()];
         break;
-      case 3: *node = nlohmann::json::array({*node}); break;
+      case 3:
+        *node = nlohmann::json::array({*node});
+        break;
     }
     // Back to text (JSON is YAML) so that the whole reader runs.
     SCOPED_TRACE(j.dump());

@@ -30,7 +30,8 @@ TEST(options, defaults_and_given_values) {
   EXPECT_EQ(o.resolved().size(), specs.size());
 }
 
-void expect_config_error(const nlohmann::json& params, const std::string& key_path, const std::string& words) {
+void expect_config_error(const nlohmann::json& params, const std::string& key_path,
+                         const std::string& words) {
   try {
     options o(specs, params, {"c.yaml", "strategy.params"});
     FAIL() << "accepted " << params.dump();
@@ -44,8 +45,10 @@ void expect_config_error(const nlohmann::json& params, const std::string& key_pa
 TEST(options, misuse_names_file_key_and_reason) {
   expect_config_error({{"file", "x"}, {"popsize", 3}}, "strategy.params.popsize", "unknown option");
   expect_config_error({{"file", "x"}, {"population_size", 1}}, "strategy.params.population_size", ">= 2");
-  expect_config_error({{"file", "x"}, {"population_size", "ten"}}, "strategy.params.population_size", "integer");
-  expect_config_error({{"file", "x"}, {"population_size", 2.5}}, "strategy.params.population_size", "integer");
+  expect_config_error({{"file", "x"}, {"population_size", "ten"}}, "strategy.params.population_size",
+                      "integer");
+  expect_config_error({{"file", "x"}, {"population_size", 2.5}}, "strategy.params.population_size",
+                      "integer");
   expect_config_error({{"file", "x"}, {"rate", 1.5}}, "strategy.params.rate", "<= 1");
   expect_config_error({{"file", "x"}, {"flag", "yes"}}, "strategy.params.flag", "true or false");
   expect_config_error({{"file", "x"}, {"mode", "c"}}, "strategy.params.mode", "one of a, b");
@@ -55,7 +58,9 @@ TEST(options, misuse_names_file_key_and_reason) {
 
 TEST(registry, create_validates_and_names_alternatives) {
   registry<int> r("widget");
-  r.add({"one", "returns one", {int_option("k", 1, "added", 0, 10)}, [](const options& o) { return 1 + static_cast<int>(o.integer("k")); }});
+  r.add({"one", "returns one", {int_option("k", 1, "added", 0, 10)}, [](const options& o) {
+           return 1 + static_cast<int>(o.integer("k"));
+         }});
   EXPECT_THROW(r.add({"one", "", {}, [](const options&) { return 0; }}), error);
   EXPECT_EQ(r.create({"one", {{"k", 4}}, {"f.yaml", "w"}}), 5);
   try {
@@ -69,7 +74,8 @@ TEST(registry, create_validates_and_names_alternatives) {
 }
 
 TEST(document, yaml_types_and_line_numbers) {
-  const auto d = parse_document("a: 1\nb: 2.5\nc: true\nd: 'true'\ne: null\nf: [1, x]\ng:\n  h: 0x10\n", "t.yaml", "");
+  const auto d =
+      parse_document("a: 1\nb: 2.5\nc: true\nd: 'true'\ne: null\nf: [1, x]\ng:\n  h: 0x10\n", "t.yaml", "");
   EXPECT_TRUE(d.root["a"].is_number_integer());
   EXPECT_TRUE(d.root["b"].is_number_float());
   EXPECT_TRUE(d.root["c"].is_boolean());
@@ -88,10 +94,11 @@ TEST(experiment_config, valid_config_loads) {
   test::temp_dir tmp;
   const auto t1 = test::source_dir() / "experiments/stencil2d-h200/T1.json";
   const auto cache = test::source_dir() / "experiments/stencil2d-h200/cache.json";
-  const auto cfg = test::write_file(tmp.path() / "e.yaml", "name: t\nproblem: {t1: " + t1.string() +
-                                                               "}\nstrategy: {type: ga, params: {population_size: 8}}\n"
-                                                               "evaluator: {type: replay, params: {file: " +
-                                                               cache.string() + "}}\nbudget: {evaluations: 10}\nseed: 3\n");
+  const auto cfg = test::write_file(tmp.path() / "e.yaml",
+                                    "name: t\nproblem: {t1: " + t1.string() +
+                                        "}\nstrategy: {type: ga, params: {population_size: 8}}\n"
+                                        "evaluator: {type: replay, params: {file: " +
+                                        cache.string() + "}}\nbudget: {evaluations: 10}\nseed: 3\n");
   const auto s = load_experiment(cfg.string());
   EXPECT_EQ(s.name, "t");
   EXPECT_EQ(s.prob.space.dimension(), 5u);
@@ -104,7 +111,8 @@ TEST(experiment_config, errors_name_file_line_and_key) {
   register_builtins();
   test::temp_dir tmp;
   const auto t1 = (test::source_dir() / "experiments/stencil2d-h200/T1.json").string();
-  const std::string head = "problem: {t1: " + t1 + "}\nevaluator: {type: replay, params: {file: " + t1 + "}}\n";
+  const std::string head =
+      "problem: {t1: " + t1 + "}\nevaluator: {type: replay, params: {file: " + t1 + "}}\n";
   struct bad_case {
     std::string text, key, words;
   };

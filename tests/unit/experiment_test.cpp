@@ -11,7 +11,8 @@ namespace {
 
 std::vector<config> configs_of(const run_history& h) {
   std::vector<config> out;
-  for (const auto& t : h.trials()) out.push_back(t.cfg);
+  for (const auto& t : h.trials())
+    out.push_back(t.cfg);
   return out;
 }
 
@@ -26,7 +27,8 @@ TEST(experiment, budget_in_evaluations_and_simulated_time) {
     const auto r = run_loop(f.prob.space, s, e, b, 1, batch, nullptr, {});
     EXPECT_EQ(r.history.size(), 30u);
     EXPECT_EQ(r.reason, stop_reason::evaluations);
-    for (std::size_t i = 0; i < r.history.size(); ++i) EXPECT_EQ(r.history.trials()[i].sequence, i);
+    for (std::size_t i = 0; i < r.history.size(); ++i)
+      EXPECT_EQ(r.history.trials()[i].sequence, i);
   }
   auto s = strategy_registry().create({"random", {}, {}});
   auto e = f.make_evaluator();
@@ -68,7 +70,8 @@ TEST(experiment, resume_from_a_partial_store_continues_identically) {
   // Store the first 17 trials only (as if killed mid-batch), then resume.
   {
     run_store st(tmp.path() / "run");
-    for (std::size_t i = 0; i < 17; ++i) st.commit(ref.history.trials()[i]);
+    for (std::size_t i = 0; i < 17; ++i)
+      st.commit(ref.history.trials()[i]);
   }
   run_store st(tmp.path() / "run");
   auto s = strategy_registry().create({"ga", {}, {}});
@@ -122,7 +125,8 @@ TEST(experiment, full_run_with_store_and_report) {
           "}}\nbudget: {evaluations: 25}\nseed: 4\noutput: " + (tmp.path() / "run").string() + "\n");
   auto r = test::run_command(std::string(KFORGE_CLI) + " run " + cfg.string());
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("stopped: evaluation budget reached after 25 trials"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stopped: evaluation budget reached after 25 trials"), std::string::npos)
+      << r.output;
   r = test::run_command(std::string(KFORGE_CLI) + " run " + cfg.string());
   EXPECT_EQ(r.status, 1) << r.output;  // the folder holds a finished run: --resume or another output
   r = test::run_command(std::string(KFORGE_CLI) + " run --resume --evaluations 30 " + cfg.string());
@@ -133,7 +137,8 @@ TEST(experiment, full_run_with_store_and_report) {
   EXPECT_NE(r.output.find("30 trials"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("convergence"), std::string::npos) << r.output;
   for (const char* fmt : {"jsonl", "csv", "t4", "kernel_tuner"}) {
-    r = test::run_command(std::string(KFORGE_CLI) + " export " + (tmp.path() / "run").string() + " --format " + fmt);
+    r = test::run_command(std::string(KFORGE_CLI) + " export " + (tmp.path() / "run").string() +
+                          " --format " + fmt);
     EXPECT_EQ(r.status, 0) << fmt << ": " << r.output;
   }
 }

@@ -52,7 +52,7 @@ TEST(score, random_baseline_is_the_expected_rank) {
   EXPECT_DOUBLE_EQ(st.random_baseline(1.0), 49.0);  // M = 1: index round(100 / 2) = 50
   EXPECT_DOUBLE_EQ(st.random_baseline(9.0), 9.0);   // M = 9: index round(900 / 10) = 90
   EXPECT_DOUBLE_EQ(st.random_baseline(0.1), 49.0);  // fewer than one draw counts as one
-  EXPECT_DOUBLE_EQ(st.random_baseline(1e9), 1.0);    // clipped at the optimum
+  EXPECT_DOUBLE_EQ(st.random_baseline(1e9), 1.0);   // clipped at the optimum
 }
 
 TEST(score, isotonic_regression) {
@@ -87,7 +87,8 @@ TEST(score, optimum_first_scores_one) {
   std::vector<run_trace> runs = {trace_of({1.0, 150.0, 20.0}), trace_of({1.0, 3.0})};
   const auto s = score_runs(st, runs, {});
   EXPECT_NEAR(s.score, 1.0, 1e-12);
-  for (double p : s.p_curve) EXPECT_NEAR(p, 1.0, 1e-12);
+  for (double p : s.p_curve)
+    EXPECT_NEAR(p, 1.0, 1e-12);
   EXPECT_NEAR(s.per_run_mean, 1.0, 1e-12);
 }
 

@@ -40,10 +40,12 @@ TEST(space, enumeration_matches_brute_force_and_is_lexicographic) {
   const auto ref = brute_force(sp);
   ASSERT_EQ(vs.size(), ref.size());
   std::vector<config> got;
-  for (std::size_t i = 0; i < vs.size(); ++i) got.push_back(vs.at(i));
+  for (std::size_t i = 0; i < vs.size(); ++i)
+    got.push_back(vs.at(i));
   EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
   EXPECT_EQ(std::set<config>(got.begin(), got.end()), ref);
-  for (std::size_t i = 0; i < vs.size(); ++i) EXPECT_EQ(vs.index_of(got[i]), i);
+  for (std::size_t i = 0; i < vs.size(); ++i)
+    EXPECT_EQ(vs.index_of(got[i]), i);
   EXPECT_EQ(vs.index_of(config{0, 0, 0, 0}), std::nullopt);  // 16*1 < 32
 }
 
@@ -96,7 +98,8 @@ TEST(space, sampling_is_uniform_over_valid_configurations) {
   EXPECT_EQ(counts.size(), n);
   const double expected = static_cast<double>(draws) / static_cast<double>(n);
   double chi2 = 0;
-  for (const auto& [c, k] : counts) chi2 += (k - expected) * (k - expected) / expected;
+  for (const auto& [c, k] : counts)
+    chi2 += (k - expected) * (k - expected) / expected;
   // n - 1 degrees of freedom (about 40): the 99.9% quantile is below 80.
   EXPECT_LT(chi2, 80.0);
 }
@@ -105,7 +108,8 @@ TEST(space, same_seed_same_samples) {
   const auto sp = small_space();
   rng a(7), b(7), c(8);
   std::vector<config> xa, xb, xc;
-  for (int i = 0; i < 20; ++i) xa.push_back(sp.sample(a)), xb.push_back(sp.sample(b)), xc.push_back(sp.sample(c));
+  for (int i = 0; i < 20; ++i)
+    xa.push_back(sp.sample(a)), xb.push_back(sp.sample(b)), xc.push_back(sp.sample(c));
   EXPECT_EQ(xa, xb);
   EXPECT_NE(xa, xc);
 }
@@ -155,9 +159,12 @@ TEST(space, encoding_and_keys) {
   EXPECT_EQ((std::vector<double>(e.begin() + 3, e.end())), (std::vector<double>{0, 0, 1}));
   EXPECT_EQ(sp.key(config{3, 0, 1, 2}), "128,1,True,c");
   EXPECT_EQ(sp.describe(config{3, 0, 1, 2}), "{bx=128, by=1, shmem=True, algo='c'}");
-  const auto c = sp.from_values({{"bx", value(64.0)}, {"by", value(2)}, {"shmem", value(true)}, {"algo", value("b")}});
+  const auto c =
+      sp.from_values({{"bx", value(64.0)}, {"by", value(2)}, {"shmem", value(true)}, {"algo", value("b")}});
   EXPECT_EQ(c, (config{2, 1, 1, 1}));
-  EXPECT_THROW(sp.from_values({{"bx", value(65)}, {"by", value(2)}, {"shmem", value(1)}, {"algo", value("b")}}), error);
+  EXPECT_THROW(
+      sp.from_values({{"bx", value(65)}, {"by", value(2)}, {"shmem", value(1)}, {"algo", value("b")}}),
+      error);
 }
 
 TEST(space, explicit_valid_set) {
@@ -171,9 +178,11 @@ TEST(space, explicit_valid_set) {
 TEST(space, hotspot_sized_enumeration) {
   // 37 x 6 x 10^4 x 2 combinations, with the hotspot constraints of benchmark_hub (its T1 file).
   std::vector<value> bx{1, 2, 4, 8, 16};
-  for (int v = 32; v <= 1024; v += 32) bx.emplace_back(v);
+  for (int v = 32; v <= 1024; v += 32)
+    bx.emplace_back(v);
   std::vector<value> ten;
-  for (int i = 1; i <= 10; ++i) ten.emplace_back(i);
+  for (int i = 1; i <= 10; ++i)
+    ten.emplace_back(i);
   std::vector<param> ps;
   ps.push_back(make_param("block_size_x", param_type::integer, bx));
   ps.push_back(make_param("block_size_y", param_type::integer, {1, 2, 4, 8, 16, 32}));
@@ -182,11 +191,11 @@ TEST(space, hotspot_sized_enumeration) {
   ps.push_back(make_param("temporal_tiling_factor", param_type::integer, ten));
   ps.push_back(make_param("loop_unroll_factor_t", param_type::integer, ten));
   ps.push_back(make_param("sh_power", param_type::integer, {0, 1}));
-  const search_space sp(std::move(ps),
-                        {"block_size_x*block_size_y>= 32", "temporal_tiling_factor % loop_unroll_factor_t == 0",
-                         "block_size_x*block_size_y <= 1024",
-                         "(block_size_x*tile_size_x+ temporal_tiling_factor * 2) * (block_size_y*tile_size_y+ "
-                         "temporal_tiling_factor * 2) * (2+sh_power) * 4 <= 49152"});
+  const search_space sp(
+      std::move(ps), {"block_size_x*block_size_y>= 32", "temporal_tiling_factor % loop_unroll_factor_t == 0",
+                      "block_size_x*block_size_y <= 1024",
+                      "(block_size_x*tile_size_x+ temporal_tiling_factor * 2) * (block_size_y*tile_size_y+ "
+                      "temporal_tiling_factor * 2) * (2+sh_power) * 4 <= 49152"});
   EXPECT_DOUBLE_EQ(sp.cartesian_size(), 4440000.0);
   EXPECT_EQ(sp.valid().size(), 82984u);
   rng r(1);

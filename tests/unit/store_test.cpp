@@ -59,7 +59,8 @@ TEST(store, commit_and_read_back) {
   {
     run_store st(tmp.path() / "run");
     st.set_meta("space", describe_space(two_param_space()));
-    for (const auto& t : ts) st.commit(t);
+    for (const auto& t : ts)
+      st.commit(t);
     EXPECT_THROW(st.commit(ts[0]), error);  // same sequence and configuration
   }
   run_store st(tmp.path() / "run");
@@ -100,7 +101,8 @@ TEST(store, exports) {
   }
   EXPECT_EQ(n, 3);
   EXPECT_NE(csv.str().find("sequence,batch,bx,mode,status,time_ms"), std::string::npos);
-  EXPECT_NE(csv.str().find("\"error: expected ';'\n  at line 3, \"\"quoted\"\"\""), std::string::npos) << csv.str();
+  EXPECT_NE(csv.str().find("\"error: expected ';'\n  at line 3, \"\"quoted\"\"\""), std::string::npos)
+      << csv.str();
 }
 
 TEST(store, kernel_tuner_and_t4_exports_read_back) {
@@ -110,7 +112,8 @@ TEST(store, kernel_tuner_and_t4_exports_read_back) {
   for (auto fmt : {export_format::kernel_tuner, export_format::t4}) {
     std::ostringstream out;
     export_trials(ts, sp, fmt, out, {{"device", "test-gpu"}});
-    const auto path = test::write_file(tmp.path() / (fmt == export_format::t4 ? "t4.json" : "kt.json"), out.str());
+    const auto path =
+        test::write_file(tmp.path() / (fmt == export_format::t4 ? "t4.json" : "kt.json"), out.str());
     const auto rec = read_recorded(path.string());
     EXPECT_EQ(rec.format, fmt == export_format::t4 ? "t4" : "kernel_tuner");
     ASSERT_EQ(rec.records.size(), 3u);
