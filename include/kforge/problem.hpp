@@ -9,12 +9,14 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "kforge/document.hpp"
+#include "kforge/kernel.hpp"
 #include "kforge/space.hpp"
 
 namespace kf {
@@ -26,7 +28,11 @@ struct problem {
   std::string source_file;         ///< resolved path (or embedded:...)
   nlohmann::json kernel;           ///< T1 KernelSpecification or kforge kernel description; null when absent
   std::filesystem::path base_dir;  ///< folder of source_file, for the kernel's relative paths
+  std::shared_ptr<const kernel_spec> kernel_desc;  ///< the parsed kernel description ({kernel: file})
 };
+
+/// Loads a kforge kernel description as a problem (its parameters and constraints are the space).
+problem load_kernel_problem(const std::string& path);
 
 /// Builds a search space from a T1 document's ConfigurationSpace. Errors are config_errors at the
 /// offending key (e.g. ConfigurationSpace.TuningParameters[3].Values).

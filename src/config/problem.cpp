@@ -126,6 +126,18 @@ problem load_cache_problem(const std::string& path) {
   return p;
 }
 
+problem load_kernel_problem(const std::string& path) {
+  auto spec = std::make_shared<const kernel_spec>(load_kernel_spec(path));
+  problem p;
+  p.name = spec->name;
+  p.space = spec->space;
+  p.source_kind = "kernel";
+  p.source_file = path;
+  p.base_dir = spec->base_dir;
+  p.kernel_desc = std::move(spec);
+  return p;
+}
+
 problem load_problem(const document& doc, const std::string& key_path) {
   const auto loc = doc.at(key_path);
   const nlohmann::json* node = &doc.root;
@@ -162,7 +174,7 @@ problem load_problem(const document& doc, const std::string& key_path) {
     else if (kind == "cache")
       p = load_cache_problem(file);
     else
-      doc.at(key_path + ".kernel").fail("kforge kernel descriptions arrive with the GPU engine (issue 3)");
+      p = load_kernel_problem(file);
   } catch (const config_error& e) {
     // Name the key of this config that led to the file, then what is wrong inside it.
     doc.at(key_path + "." + kind).fail(std::string("in ") + e.what());

@@ -1,7 +1,9 @@
 #include <mutex>
 
 #include "kforge/kforge.hpp"
+#include "kforge/cuda_evaluator.hpp"
 #include "kforge/replay.hpp"
+#include "kforge/strategies/brute_force.hpp"
 #include "kforge/strategies/common.hpp"
 #include "kforge/strategies/genetic.hpp"
 #include "kforge/strategies/random_search.hpp"
@@ -10,6 +12,7 @@ namespace kf {
 
 void strategies::register_builtin_strategies() {
   register_random_search();
+  register_brute_force();
   register_genetic();
 }
 
@@ -18,6 +21,7 @@ void register_builtins() {
   std::call_once(once, [] {
     strategies::register_builtin_strategies();
     register_replay_evaluator();
+    register_cuda_evaluator();
   });
 }
 

@@ -338,6 +338,7 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
   const std::size_t batch = spec.batch_size ? *spec.batch_size : std::max<std::size_t>(1, eval.parallelism());
   auto res = run_loop(spec.prob.space, strat, eval, spec.budget, spec.seed, batch, store.get(), opts);
   if (store) {
+    store->set_meta("evaluator", eval.describe());  // again: restarts, profiling state at the end
     json fin = {{"reason", std::string(to_string(res.reason))},
                 {"trials", res.history.size()},
                 {"clock_s", res.clock_s}};

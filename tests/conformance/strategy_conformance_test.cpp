@@ -74,7 +74,10 @@ TEST_P(conformance, same_seed_same_sequence) {
     const auto b = drive(GetParam(), 11, 80, batch);
     const auto c = drive(GetParam(), 12, 80, batch);
     EXPECT_EQ(a.sequence, b.sequence) << GetParam();
-    EXPECT_NE(a.sequence, c.sequence) << GetParam() << " ignores its seed";
+    // brute_force is deterministic by design (lexicographic order); every other strategy uses its seed.
+    if (GetParam() != "brute_force") {
+      EXPECT_NE(a.sequence, c.sequence) << GetParam() << " ignores its seed";
+    }
   }
 }
 

@@ -1,0 +1,140 @@
+// kf::kernel_spec: a CUDA kernel to tune — its source, tuning parameters, arguments, launch geometry,
+// the shapes it is timed and checked on, its reference and tolerances — and how one configuration of it
+// becomes a concrete launch (kf::launch_plan).
+//
+// A kernel description is a YAML/JSON file (docs/kernel.md has the schema with an example); expressions
+// (sizes, grid, block, shared memory, scalar values, roofline bounds) are Python expressions over the
+// shape's problem sizes and the configuration's parameters.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kforge/document.hpp"
+#include "kforge/expr.hpp"
+#include "kforge/space.hpp"
+
+namespace kf {
+
+enum class dtype : std::uint8_t { f32, f64, f16, bf16, i8, u8, i16, u16, i32, u32, i64, u64 };
+std::size_t size_of(dtype t) noexcept;
+std::string_view to_string(dtype t) noexcept;
+std::optional<dtype> dtype_from_string(std::string_view s) noexcept;
+bool is_floating(dtype t) noexcept;
+
+/// How a buffer is filled before a launch. Random fills are seeded per check/timing run, never zeros
+/// unless asked for explicitly with `constant`.
+struct fill_spec {
+  enum class kind : std::uint8_t { normal, uniform, iota, constant } k = kind::normal;
+  double a = 0;  ///< normal: mean; uniform: low; iota: start; constant: the value
+  double b = 1;  ///< normal: standard deviation; uniform: high; iota: step
+};
+
+enum class arg_role : std::uint8_t { in, out, inout };
+
+struct kernel_arg {
+  std::string name;
+  bool buffer = true;
+  dtype type = dtype::f32;
+  expression size;   ///< element count (buffers)
+  expression value;  ///< the value (scalars)
+  fill_spec fill;    ///< buffers read by the kernel
+  arg_role role = arg_role::in;
+};
+
+struct tolerance {
+  double rel = 1e-5;  ///< an element passes when |out - ref| <= abs + rel * |ref|
+  double abs = 1e-6;
+};
+
+/// What outputs are compared with. `kernel`: a reference kernel with the same signature (in the kernel's
+/// own source unless another is given); `baseline`: the kernel itself at its default configuration;
+/// `none`: no check (a trial can then never be wrong_result; avoid).
+struct reference_spec {
+  enum class kind : std::uint8_t { kernel, baseline, none } k = kind::baseline;
+  std::string source;   ///< the reference's source (defaults to the kernel's own)
+  std::string source_file;
+  std::string entry;    ///< extern "C" name or name expression, same signature as the kernel
+  std::vector<std::string> options;
+};
+
+/// One problem shape: problem-size names -> values (e.g. {n: 1<<28}).
+using shape = std::map<std::string, value, std::less<>>;
+
+struct kernel_spec {
+  std::string name;
+  std::string source_file;  ///< resolved path of the source
+  std::string source;       ///< its text
+  std::string entry;        ///< extern "C" name, or a template instantiation with {param} placeholders
+  std::string injection = "defines";  ///< how parameters reach the source: "defines" or "template"
+  std::vector<std::string> compiler_options;
+  search_space space;
+  config defaults;  ///< the default configuration (each parameter's `default`, else its first value)
+  std::vector<kernel_arg> args;
+  std::array<expression, 3> grid, block;
+  expression shared_memory;  ///< dynamic shared memory in bytes
+  std::vector<shape> time_shapes, check_shapes;
+  reference_spec reference;
+  std::map<dtype, tolerance> tolerances;
+  std::optional<expression> bytes, flops;  ///< roofline bounds (issue 4); null when not given
+  std::filesystem::path base_dir;
+};
+
+/// Reads a kernel description (file or the `kernel` key of a T1 file is not this format; see t1 below).
+kernel_spec load_kernel_spec(const std::string& path);
+/// From a parsed document node at `key_path` ("" for the root).
+kernel_spec parse_kernel_spec(const document& doc, const nlohmann::json& node, const std::string& key_path);
+
+/// A buffer or scalar argument, resolved for one launch.
+struct resolved_arg {
+  bool buffer = true;
+  dtype type = dtype::f32;
+  std::uint64_t count = 0;  ///< elements (buffers)
+  fill_spec fill;
+  arg_role role = arg_role::in;
+  double scalar = 0;           ///< scalars: the value (integers exactly representable up to 2^53)
+  std::int64_t scalar_int = 0; ///< scalars of integer type
+};
+
+/// One launch of one configuration on one shape.
+struct launch_plan {
+  std::array<std::uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+  std::uint32_t shared_bytes = 0;
+  std::vector<resolved_arg> args;
+  shape problem;
+  std::uint64_t threads() const noexcept {
+    return std::uint64_t{block[0]} * block[1] * block[2];
+  }
+};
+
+/// Resolves the launch of configuration `c` on shape `s`. Throws kf::error (with the failing expression)
+/// when an expression cannot be evaluated or gives an impossible launch (zero or negative sizes, more than
+/// 2^31-1 blocks in x, 65535 in y/z): the caller turns that into an invalid trial.
+launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s);
+
+/// The source, options and entry of configuration `c`: parameters injected as #defines at the top
+/// (followed by a #line directive so that diagnostics keep the file's line numbers), or substituted into
+/// the entry's {param} placeholders ("template" injection).
+struct rendered_variant {
+  std::string source;
+  std::vector<std::string> options;
+  std::string entry;
+};
+rendered_variant render_variant(const kernel_spec& k, const config& c);
+/// `source` (from `file`) with configuration c's parameters as #defines in front of it.
+std::string with_defines(const kernel_spec& k, const config& c, const std::string& source, const std::string& file);
+
+/// Roofline bound of configuration `c` on shape `s`: bytes and flops from the description's expressions.
+struct roofline_bound {
+  std::optional<double> bytes, flops;
+};
+roofline_bound roofline(const kernel_spec& k, const config& c, const shape& s);
+
+}  // namespace kf

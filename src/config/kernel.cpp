@@ -1,0 +1,467 @@
+#include "kforge/kernel.hpp"
+
+#include <array>
+#include <cmath>
+#include <set>
+
+#include "kforge/error.hpp"
+
+namespace kf {
+
+namespace {
+using json = nlohmann::json;
+
+struct dtype_info {
+  dtype t;
+  const char* name;
+  std::size_t size;
+  bool floating;
+};
+constexpr std::array<dtype_info, 12> dtypes = {{{dtype::f32, "f32", 4, true},
+                                                {dtype::f64, "f64", 8, true},
+                                                {dtype::f16, "f16", 2, true},
+                                                {dtype::bf16, "bf16", 2, true},
+                                                {dtype::i8, "i8", 1, false},
+                                                {dtype::u8, "u8", 1, false},
+                                                {dtype::i16, "i16", 2, false},
+                                                {dtype::u16, "u16", 2, false},
+                                                {dtype::i32, "i32", 4, false},
+                                                {dtype::u32, "u32", 4, false},
+                                                {dtype::i64, "i64", 8, false},
+                                                {dtype::u64, "u64", 8, false}}};
+}  // namespace
+
+std::size_t size_of(dtype t) noexcept { return dtypes[static_cast<std::size_t>(t)].size; }
+std::string_view to_string(dtype t) noexcept { return dtypes[static_cast<std::size_t>(t)].name; }
+bool is_floating(dtype t) noexcept { return dtypes[static_cast<std::size_t>(t)].floating; }
+
+std::optional<dtype> dtype_from_string(std::string_view s) noexcept {
+  static const std::map<std::string_view, dtype> aliases = {
+      {"float", dtype::f32},    {"float32", dtype::f32}, {"double", dtype::f64}, {"float64", dtype::f64},
+      {"half", dtype::f16},     {"float16", dtype::f16}, {"bfloat16", dtype::bf16}, {"int", dtype::i32},
+      {"int32", dtype::i32},    {"uint", dtype::u32},    {"uint32", dtype::u32},  {"int64", dtype::i64},
+      {"uint64", dtype::u64},   {"int8", dtype::i8},     {"uint8", dtype::u8},    {"char", dtype::i8},
+      {"int16", dtype::i16},    {"uint16", dtype::u16},  {"long", dtype::i64},    {"size_t", dtype::u64}};
+  for (const auto& d : dtypes)
+    if (s == d.name) return d.t;
+  if (auto it = aliases.find(s); it != aliases.end()) return it->second;
+  return std::nullopt;
+}
+
+namespace {
+expression parse_expr(const document& doc, const json& v, const std::string& key) {
+  std::string text;
+  if (v.is_string()) text = v.get<std::string>();
+  else if (v.is_number() || v.is_boolean()) text = v.dump();
+  else doc.at(key).fail("expected an expression (a string or a number), got " + v.dump());
+  try {
+    return expression::parse(text);
+  } catch (const error& e) {
+    doc.at(key).fail(e.what());
+  }
+}
+
+const json& child(const json& node, const char* k) {
+  static const json null;
+  if (!node.is_object()) return null;
+  auto it = node.find(k);
+  return it == node.end() ? null : *it;
+}
+
+std::string join_key(const std::string& base, const std::string& k) { return base.empty() ? k : base + "." + k; }
+
+const json& req_or(const json& node, const char* k, const document& doc, const std::string& key) {
+  const auto& v = child(node, k);
+  if (v.is_null()) doc.at(key).fail(std::string("missing key '") + k + "'");
+  return v;
+}
+
+fill_spec parse_fill(const document& doc, const json& v, const std::string& key) {
+  fill_spec f;
+  auto kind_of = [&](const std::string& s) {
+    if (s == "normal") return fill_spec::kind::normal;
+    if (s == "uniform") return fill_spec::kind::uniform;
+    if (s == "iota") return fill_spec::kind::iota;
+    if (s == "constant") return fill_spec::kind::constant;
+    doc.at(key).fail("unknown fill '" + s + "' (expected normal, uniform, iota or constant)");
+  };
+  if (v.is_null()) return f;
+  if (v.is_string()) {
+    f.k = kind_of(v.get<std::string>());
+    if (f.k == fill_spec::kind::uniform) f.a = -1, f.b = 1;
+    if (f.k == fill_spec::kind::iota) f.a = 0, f.b = 1;
+    if (f.k == fill_spec::kind::constant) doc.at(key).fail("constant needs its value: {constant: 1.5}");
+    return f;
+  }
+  if (!v.is_object() || v.size() != 1) doc.at(key).fail("expected a fill: normal, uniform, iota, {normal: [mean, std]}, {uniform: [lo, hi]}, {iota: [start, step]} or {constant: x}");
+  const auto& [name, args] = *v.items().begin();
+  f.k = kind_of(name);
+  if (f.k == fill_spec::kind::constant) {
+    if (!args.is_number()) doc.at(key + "." + name).fail("expected a number");
+    f.a = args.get<double>();
+    return f;
+  }
+  if (!args.is_array() || args.size() != 2 || !args[0].is_number() || !args[1].is_number())
+    doc.at(key + "." + name).fail("expected two numbers");
+  f.a = args[0].get<double>();
+  f.b = args[1].get<double>();
+  if (f.k == fill_spec::kind::normal && !(f.b > 0)) doc.at(key + "." + name).fail("the standard deviation must be positive");
+  if (f.k == fill_spec::kind::uniform && !(f.b > f.a)) doc.at(key + "." + name).fail("expected low < high");
+  return f;
+}
+
+shape parse_shape(const document& doc, const json& v, const std::string& key) {
+  if (!v.is_object() || v.empty()) doc.at(key).fail("expected a mapping of problem sizes, e.g. {n: 1048576}");
+  shape s;
+  for (const auto& [k, x] : v.items()) {
+    if (!x.is_number() && !x.is_array()) doc.at(key + "." + k).fail("expected a number (or a list)");
+    s.emplace(k, from_json(x));
+  }
+  return s;
+}
+
+void check_keys(const document& doc, const json& node, const std::string& key, const std::set<std::string>& allowed) {
+  for (const auto& [k, v] : node.items()) {
+    if (allowed.count(k)) continue;
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    doc.at(join_key(key, k)).fail("unknown key (expected one of " + list + ")");
+  }
+}
+}  // namespace
+
+kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::string& kp) {
+  if (!node.is_object()) doc.at(kp).fail("expected a kernel description (a mapping)");
+  check_keys(doc, node, kp,
+             {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints", "arguments",
+              "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline"});
+  kernel_spec k;
+  k.base_dir = doc.base_dir;
+  auto req = [&](const char* key) -> const json& {
+    const auto& v = child(node, key);
+    if (v.is_null()) doc.at(kp).fail(std::string("missing key '") + key + "'");
+    return v;
+  };
+  const auto& src = req("source");
+  if (!src.is_string()) doc.at(join_key(kp, "source")).fail("expected a file path");
+  k.source_file = resolve_path(src.get<std::string>(), doc.base_dir);
+  try {
+    k.source = read_file(k.source_file);
+  } catch (const error& e) {
+    doc.at(join_key(kp, "source")).fail(e.what());
+  }
+  const auto& entry = req("entry");
+  if (!entry.is_string() || entry.get<std::string>().empty()) doc.at(join_key(kp, "entry")).fail("expected the kernel's name");
+  k.entry = entry.get<std::string>();
+  k.name = child(node, "name").is_string() ? child(node, "name").get<std::string>() : k.entry;
+  if (const auto& inj = child(node, "injection"); !inj.is_null()) {
+    if (!inj.is_string() || (inj != "defines" && inj != "template"))
+      doc.at(join_key(kp, "injection")).fail("expected defines or template");
+    k.injection = inj.get<std::string>();
+  }
+  if (const auto& opts = child(node, "compiler_options"); !opts.is_null()) {
+    if (!opts.is_array()) doc.at(join_key(kp, "compiler_options")).fail("expected a list of NVRTC options");
+    for (std::size_t i = 0; i < opts.size(); ++i) {
+      if (!opts[i].is_string()) doc.at(join_key(kp, "compiler_options") + "[" + std::to_string(i) + "]").fail("expected a string");
+      k.compiler_options.push_back(opts[i].get<std::string>());
+    }
+  }
+  // Parameters: a list, in declaration order.
+  std::vector<param> params;
+  std::vector<std::optional<value>> defaults;
+  if (const auto& ps = child(node, "parameters"); !ps.is_null()) {
+    if (!ps.is_array()) doc.at(join_key(kp, "parameters")).fail("expected a list of {name, values, type?, default?}");
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const auto key = join_key(kp, "parameters") + "[" + std::to_string(i) + "]";
+      const auto& p = ps[i];
+      if (!p.is_object()) doc.at(key).fail("expected {name, values, type?, default?}");
+      check_keys(doc, p, key, {"name", "values", "type", "default"});
+      if (!child(p, "name").is_string()) doc.at(key + ".name").fail("expected a name");
+      const auto pname = p["name"].get<std::string>();
+      value vals;
+      const auto& vs = child(p, "values");
+      try {
+        vals = vs.is_string() ? expression::parse(vs.get<std::string>()).evaluate() : from_json(vs);
+      } catch (const error& e) {
+        doc.at(key + ".values").fail(e.what());
+      }
+      if (!vals.is_list() || vals.as_list().empty()) doc.at(key + ".values").fail("expected a non-empty list (or an expression giving one)");
+      param_type t = param_type::integer;
+      if (const auto& ty = child(p, "type"); ty.is_string()) {
+        const auto s = ty.get<std::string>();
+        if (s == "int") t = param_type::integer;
+        else if (s == "float") t = param_type::real;
+        else if (s == "bool") t = param_type::boolean;
+        else if (s == "string" || s == "enum") t = param_type::string;
+        else doc.at(key + ".type").fail("expected int, float, bool or string");
+      } else {
+        for (const auto& v : vals.as_list()) {
+          if (v.is_string()) t = param_type::string;
+          else if (v.is_real() && t == param_type::integer) t = param_type::real;
+          else if (v.is_bool() && t == param_type::integer) t = param_type::boolean;
+        }
+      }
+      try {
+        params.push_back(make_param(pname, t, vals.as_list()));
+      } catch (const error& e) {
+        doc.at(key + ".values").fail(e.what());
+      }
+      defaults.push_back(child(p, "default").is_null() ? std::nullopt : std::optional<value>(from_json(p["default"])));
+    }
+  }
+  std::vector<std::string> constraints;
+  if (const auto& cs = child(node, "constraints"); !cs.is_null()) {
+    if (!cs.is_array()) doc.at(join_key(kp, "constraints")).fail("expected a list of expressions");
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+      if (!cs[i].is_string()) doc.at(join_key(kp, "constraints") + "[" + std::to_string(i) + "]").fail("expected an expression");
+      constraints.push_back(cs[i].get<std::string>());
+    }
+  }
+  try {
+    k.space = search_space(std::move(params), constraints);
+  } catch (const error& e) {
+    doc.at(join_key(kp, "constraints")).fail(e.what());
+  }
+  k.defaults.assign(k.space.dimension(), 0);
+  for (std::size_t i = 0; i < k.space.dimension(); ++i) {
+    if (!defaults[i]) continue;
+    auto idx = k.space.value_index(i, *defaults[i]);
+    if (!idx) doc.at(join_key(kp, "parameters") + "[" + std::to_string(i) + "].default").fail("not one of the values");
+    k.defaults[i] = *idx;
+  }
+  if (k.space.dimension() > 0 && !k.space.is_valid(k.defaults))
+    doc.at(join_key(kp, "parameters")).fail("the default configuration " + k.space.describe(k.defaults) + " violates the constraints");
+  // Arguments, in the kernel's parameter order.
+  const auto& as = req("arguments");
+  if (!as.is_array() || as.empty()) doc.at(join_key(kp, "arguments")).fail("expected the list of the kernel's arguments");
+  for (std::size_t i = 0; i < as.size(); ++i) {
+    const auto key = join_key(kp, "arguments") + "[" + std::to_string(i) + "]";
+    const auto& a = as[i];
+    if (!a.is_object()) doc.at(key).fail("expected {name, buffer: dtype, size, fill?, role?} or {name, scalar: dtype, value}");
+    check_keys(doc, a, key, {"name", "buffer", "scalar", "size", "value", "fill", "role"});
+    kernel_arg arg;
+    arg.name = child(a, "name").is_string() ? a["name"].get<std::string>() : "arg" + std::to_string(i);
+    const bool is_buf = !child(a, "buffer").is_null(), is_scalar = !child(a, "scalar").is_null();
+    if (is_buf == is_scalar) doc.at(key).fail("give exactly one of buffer: <dtype> or scalar: <dtype>");
+    const auto& ty = is_buf ? a["buffer"] : a["scalar"];
+    const auto tkey = key + (is_buf ? ".buffer" : ".scalar");
+    if (!ty.is_string() || !dtype_from_string(ty.get<std::string>()))
+      doc.at(tkey).fail("expected a dtype (f32, f64, f16, bf16, i8, u8, i16, u16, i32, u32, i64, u64)");
+    arg.type = *dtype_from_string(ty.get<std::string>());
+    arg.buffer = is_buf;
+    if (is_buf) {
+      arg.size = parse_expr(doc, req_or(a, "size", doc, key), key + ".size");
+      arg.fill = parse_fill(doc, child(a, "fill"), key + ".fill");
+      const auto& role = child(a, "role");
+      if (!role.is_null()) {
+        if (role == "in") arg.role = arg_role::in;
+        else if (role == "out") arg.role = arg_role::out;
+        else if (role == "inout") arg.role = arg_role::inout;
+        else doc.at(key + ".role").fail("expected in, out or inout");
+      }
+    } else {
+      arg.value = parse_expr(doc, req_or(a, "value", doc, key), key + ".value");
+      if (!child(a, "fill").is_null() || !child(a, "role").is_null() || !child(a, "size").is_null())
+        doc.at(key).fail("a scalar takes only name, scalar and value");
+    }
+    k.args.push_back(std::move(arg));
+  }
+  bool any_out = false;
+  for (const auto& a : k.args) any_out |= a.buffer && a.role != arg_role::in;
+  if (!any_out) doc.at(join_key(kp, "arguments")).fail("no buffer has role out or inout: nothing could be checked");
+  auto geometry = [&](const char* name, std::array<expression, 3>& out) {
+    const auto& g = req(name);
+    const auto key = join_key(kp, name);
+    if (!g.is_array() || g.empty() || g.size() > 3) doc.at(key).fail("expected a list of 1 to 3 expressions (x, y, z)");
+    for (std::size_t d = 0; d < 3; ++d)
+      out[d] = d < g.size() ? parse_expr(doc, g[d], key + "[" + std::to_string(d) + "]") : expression::parse("1");
+  };
+  geometry("grid", k.grid);
+  geometry("block", k.block);
+  k.shared_memory = child(node, "shared_memory").is_null() ? expression::parse("0")
+                                                          : parse_expr(doc, node["shared_memory"], join_key(kp, "shared_memory"));
+  const auto& shapes = req("shapes");
+  const auto skey = join_key(kp, "shapes");
+  if (!shapes.is_object()) doc.at(skey).fail("expected {time: [...], check: [...]}");
+  check_keys(doc, shapes, skey, {"time", "check"});
+  for (const char* which : {"time", "check"}) {
+    const auto& list = child(shapes, which);
+    if (list.is_null()) continue;
+    if (!list.is_array()) doc.at(skey + "." + which).fail("expected a list of shapes");
+    for (std::size_t i = 0; i < list.size(); ++i)
+      (std::string(which) == "time" ? k.time_shapes : k.check_shapes)
+          .push_back(parse_shape(doc, list[i], skey + "." + which + "[" + std::to_string(i) + "]"));
+  }
+  if (k.time_shapes.empty()) doc.at(skey + ".time").fail("at least one shape to time is needed");
+  // Reference.
+  if (const auto& r = child(node, "reference"); !r.is_null()) {
+    const auto rkey = join_key(kp, "reference");
+    if (r.is_string() && (r == "baseline" || r == "none")) {
+      k.reference.k = r == "baseline" ? reference_spec::kind::baseline : reference_spec::kind::none;
+    } else if (r.is_object()) {
+      check_keys(doc, r, rkey, {"entry", "source", "compiler_options"});
+      k.reference.k = reference_spec::kind::kernel;
+      if (!child(r, "entry").is_string()) doc.at(rkey + ".entry").fail("expected the reference kernel's name");
+      k.reference.entry = r["entry"].get<std::string>();
+      if (child(r, "source").is_string()) {
+        k.reference.source_file = resolve_path(r["source"].get<std::string>(), doc.base_dir);
+        try {
+          k.reference.source = read_file(k.reference.source_file);
+        } catch (const error& e) {
+          doc.at(rkey + ".source").fail(e.what());
+        }
+      } else {
+        k.reference.source_file = k.source_file;
+        k.reference.source = k.source;
+      }
+      if (const auto& o = child(r, "compiler_options"); o.is_array())
+        for (const auto& x : o) k.reference.options.push_back(x.get<std::string>());
+    } else {
+      doc.at(rkey).fail("expected baseline, none or {entry, source?}");
+    }
+  }
+  // Tolerances: defaults by dtype, overridable.
+  k.tolerances = {{dtype::f32, {1e-5, 1e-6}}, {dtype::f64, {1e-12, 1e-14}}, {dtype::f16, {1e-2, 1e-3}},
+                  {dtype::bf16, {2e-2, 1e-2}}};
+  if (const auto& t = child(node, "tolerance"); !t.is_null()) {
+    const auto tkey = join_key(kp, "tolerance");
+    if (!t.is_object()) doc.at(tkey).fail("expected {dtype: {rel, abs}}");
+    for (const auto& [name, v] : t.items()) {
+      auto dt = dtype_from_string(name);
+      if (!dt) doc.at(tkey + "." + name).fail("not a dtype");
+      if (!v.is_object()) doc.at(tkey + "." + name).fail("expected {rel, abs}");
+      check_keys(doc, v, tkey + "." + name, {"rel", "abs"});
+      tolerance tol = k.tolerances.count(*dt) ? k.tolerances[*dt] : tolerance{0, 0};
+      if (v.contains("rel")) tol.rel = v["rel"].get<double>();
+      if (v.contains("abs")) tol.abs = v["abs"].get<double>();
+      if (tol.rel < 0 || tol.abs < 0) doc.at(tkey + "." + name).fail("tolerances must be non-negative");
+      k.tolerances[*dt] = tol;
+    }
+  }
+  if (const auto& rf = child(node, "roofline"); !rf.is_null()) {
+    const auto rkey = join_key(kp, "roofline");
+    if (!rf.is_object()) doc.at(rkey).fail("expected {bytes: expr, flops: expr}");
+    check_keys(doc, rf, rkey, {"bytes", "flops"});
+    if (rf.contains("bytes")) k.bytes = parse_expr(doc, rf["bytes"], rkey + ".bytes");
+    if (rf.contains("flops")) k.flops = parse_expr(doc, rf["flops"], rkey + ".flops");
+  }
+  // Every expression must only use known names: check on the first time shape at the defaults.
+  try {
+    for (const auto& s : k.time_shapes) resolve_launch(k, k.defaults, s);
+    for (const auto& s : k.check_shapes) resolve_launch(k, k.defaults, s);
+  } catch (const error& e) {
+    doc.at(kp).fail(std::string("the default configuration cannot be launched: ") + e.what());
+  }
+  return k;
+}
+
+kernel_spec load_kernel_spec(const std::string& path) {
+  const auto doc = load_document(path);
+  return parse_kernel_spec(doc, doc.root, "");
+}
+
+namespace {
+// Binds an expression's free names to the configuration's parameters, then the shape's sizes.
+value eval_in(const expression& e, const kernel_spec& k, const config& c, const shape& s, const char* what) {
+  std::vector<const value*> slots;
+  for (const auto& n : e.free_names()) {
+    if (auto pi = k.space.param_index(n)) {
+      slots.push_back(&k.space.value_of(c, *pi));
+    } else if (auto it = s.find(n); it != s.end()) {
+      slots.push_back(&it->second);
+    } else {
+      throw error(std::string(what) + " '" + e.source() + "': unknown name '" + n + "' (not a parameter or a problem size)");
+    }
+  }
+  try {
+    return e.evaluate(slots);
+  } catch (const error& ex) {
+    throw error(std::string(what) + ": " + ex.what());
+  }
+}
+
+std::int64_t as_count(const value& v, const std::string& what) {
+  if (v.is_integral()) return v.as_int();
+  if (v.is_real() && std::floor(v.as_real()) == v.as_real() && std::fabs(v.as_real()) < 9e18)
+    return static_cast<std::int64_t>(v.as_real());
+  throw error(what + " is " + v.repr() + ", not a whole number");
+}
+}  // namespace
+
+launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s) {
+  launch_plan p;
+  p.problem = s;
+  static const char* axis[3] = {"x", "y", "z"};
+  for (int d = 0; d < 3; ++d) {
+    const auto g = as_count(eval_in(k.grid[d], k, c, s, "grid"), std::string("grid.") + axis[d]);
+    const auto b = as_count(eval_in(k.block[d], k, c, s, "block"), std::string("block.") + axis[d]);
+    const std::int64_t gmax = d == 0 ? 2147483647 : 65535;
+    if (g < 1 || g > gmax) throw error(std::string("grid.") + axis[d] + " = " + std::to_string(g) + " is out of range [1, " + std::to_string(gmax) + "]");
+    if (b < 1 || b > 1024) throw error(std::string("block.") + axis[d] + " = " + std::to_string(b) + " is out of range [1, 1024]");
+    p.grid[d] = static_cast<std::uint32_t>(g);
+    p.block[d] = static_cast<std::uint32_t>(b);
+  }
+  if (p.threads() > 1024) throw error("a block of " + std::to_string(p.threads()) + " threads exceeds 1024");
+  const auto smem = as_count(eval_in(k.shared_memory, k, c, s, "shared_memory"), "shared_memory");
+  if (smem < 0 || smem > (1 << 30)) throw error("shared_memory = " + std::to_string(smem) + " bytes is out of range");
+  p.shared_bytes = static_cast<std::uint32_t>(smem);
+  for (const auto& a : k.args) {
+    resolved_arg r;
+    r.buffer = a.buffer;
+    r.type = a.type;
+    r.fill = a.fill;
+    r.role = a.role;
+    if (a.buffer) {
+      const auto n = as_count(eval_in(a.size, k, c, s, ("size of " + a.name).c_str()), "size of " + a.name);
+      if (n < 1) throw error("buffer " + a.name + " has " + std::to_string(n) + " elements");
+      r.count = static_cast<std::uint64_t>(n);
+    } else {
+      const auto v = eval_in(a.value, k, c, s, ("value of " + a.name).c_str());
+      if (!v.is_number()) throw error("scalar " + a.name + " is " + v.repr() + ", not a number");
+      r.scalar = v.as_real();
+      r.scalar_int = v.is_integral() ? v.as_int() : static_cast<std::int64_t>(v.as_real());
+      if (!is_floating(a.type) && v.is_real() && std::floor(v.as_real()) != v.as_real())
+        throw error("scalar " + a.name + " of integer type is " + v.repr());
+    }
+    p.args.push_back(r);
+  }
+  return p;
+}
+
+rendered_variant render_variant(const kernel_spec& k, const config& c) {
+  rendered_variant v;
+  v.options = k.compiler_options;
+  v.entry = k.entry;
+  const auto params = k.space.params();
+  if (k.injection == "template") {
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const std::string ph = "{" + params[i].name + "}";
+      for (auto pos = v.entry.find(ph); pos != std::string::npos; pos = v.entry.find(ph))
+        v.entry.replace(pos, ph.size(), k.space.value_of(c, i).str());
+    }
+    v.source = k.source;
+  } else {
+    v.source = with_defines(k, c, k.source, k.source_file);
+  }
+  return v;
+}
+
+std::string with_defines(const kernel_spec& k, const config& c, const std::string& source, const std::string& file) {
+  std::string defs;
+  const auto params = k.space.params();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& val = k.space.value_of(c, i);
+    const std::string text = val.is_bool() ? (val.as_bool() ? "1" : "0") : val.str();
+    defs += "#define " + params[i].name + " " + text + "\n";
+  }
+  return defs + "#line 1 \"" + std::filesystem::path(file).filename().string() + "\"\n" + source;
+}
+
+roofline_bound roofline(const kernel_spec& k, const config& c, const shape& s) {
+  roofline_bound r;
+  if (k.bytes) r.bytes = eval_in(*k.bytes, k, c, s, "roofline.bytes").as_real();
+  if (k.flops) r.flops = eval_in(*k.flops, k, c, s, "roofline.flops").as_real();
+  return r;
+}
+
+}  // namespace kf

@@ -1,0 +1,492 @@
+#include "cuda/worker.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "cuda/cupti_tools.hpp"
+#include "cuda/device_utils.hpp"
+#include "cuda/driver_api.hpp"
+#include "cuda/nvml_clock.hpp"
+#include "kforge/error.hpp"
+
+namespace kf::cuda {
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+int attr(CUdevice dev, CUdevice_attribute a) {
+  int v = 0;
+  check(driver().cuDeviceGetAttribute_(&v, a, dev), "cuDeviceGetAttribute");
+  return v;
+}
+
+// A failed step of an evaluation: its status, message and whether the context is lost.
+struct evaluation_failure {
+  status st;
+  std::string message;
+  bool fatal;
+};
+
+[[noreturn]] void fail(status st, std::string message, bool fatal = false) {
+  throw evaluation_failure{st, std::move(message), fatal};
+}
+
+// The status of a CUDA error raised while running a variant.
+[[noreturn]] void fail_cuda(const cuda_failure& e, const char* during) {
+  if (e.sticky()) fail(status::crashed, std::string(during) + ": " + e.what(), true);
+  fail(status::launch_failed, std::string(during) + ": " + e.what());
+}
+
+// Per-argument storage for cuLaunchKernel's parameter array.
+struct kernel_params {
+  std::vector<std::uint64_t> storage;
+  std::vector<void*> ptrs;
+};
+
+// Median and the 95% confidence interval of the median by order statistics, relative to the median.
+double relative_ci(std::vector<double> xs) {
+  if (xs.size() < 3) return INFINITY;
+  std::sort(xs.begin(), xs.end());
+  const double n = static_cast<double>(xs.size());
+  const double half = 0.98 * std::sqrt(n);
+  const auto lo = static_cast<std::size_t>(std::max(0.0, std::floor(n / 2 - half)));
+  const auto hi = static_cast<std::size_t>(std::min(n - 1, std::ceil(n / 2 + half)));
+  const double med = xs.size() % 2 ? xs[xs.size() / 2] : 0.5 * (xs[xs.size() / 2 - 1] + xs[xs.size() / 2]);
+  return med > 0 ? (xs[hi] - xs[lo]) / med : INFINITY;
+}
+}  // namespace
+
+gpu_worker::gpu_worker(int device_ordinal, const std::filesystem::path& cache_dir) {
+  const auto& d = driver();
+  check(d.cuInit_(0), "cuInit");
+  check(d.cuDeviceGet_(&dev_, device_ordinal), "cuDeviceGet");
+  check(d.cuDevicePrimaryCtxRetain_(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
+  check(d.cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent");
+  check(d.cuStreamCreate_(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  char name[256] = {};
+  check(d.cuDeviceGetName_(name, sizeof name, dev_), "cuDeviceGetName");
+  char bus[64] = {};
+  check(d.cuDeviceGetPCIBusId_(bus, sizeof bus, dev_), "cuDeviceGetPCIBusId");
+  std::size_t mem = 0;
+  check(d.cuDeviceTotalMem_(&mem, dev_), "cuDeviceTotalMem");
+  int drv = 0;
+  check(d.cuDriverGetVersion_(&drv), "cuDriverGetVersion");
+  info_.device = device_ordinal;
+  info_.name = name;
+  info_.pci_bus_id = bus;
+  info_.memory_bytes = mem;
+  info_.driver_version = drv;
+  info_.cc_major = attr(dev_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info_.cc_minor = attr(dev_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info_.sm_count = attr(dev_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  info_.l2_bytes = static_cast<std::uint64_t>(attr(dev_, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE));
+  auto& l = info_.limits;
+  l.cc_major = info_.cc_major;
+  l.cc_minor = info_.cc_minor;
+  l.sm_count = info_.sm_count;
+  l.max_threads_per_sm = attr(dev_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  l.max_blocks_per_sm = attr(dev_, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+  l.registers_per_sm = attr(dev_, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+  l.max_registers_per_block = attr(dev_, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+  l.shared_per_sm = attr(dev_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  l.shared_per_block_optin = attr(dev_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  l.shared_reserved_per_block = attr(dev_, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK);
+  l.warp_size = attr(dev_, CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  compiler_ = std::make_unique<compiler>(cache_dir);
+  utils_ = std::make_unique<device_utils>(*compiler_, "sm_" + std::to_string(info_.cc_major * 10 + info_.cc_minor));
+  clock_ = std::make_unique<nvml_clock>(info_.pci_bus_id);
+  info_.max_sm_clock_mhz = clock_->max_sm_mhz();
+  // Twice the L2, rewritten before each timed launch so that every launch starts with a cold cache.
+  flush_.bytes = std::max<std::size_t>(2 * info_.l2_bytes, 8u << 20);
+  check(d.cuMemAlloc_(&flush_.ptr, flush_.bytes), "cuMemAlloc(L2 flush buffer)");
+  try {
+    profiler_ = std::make_unique<range_profiler>(ctx_, dev_, device_ordinal);
+    info_.profiling = true;
+    info_.profiling_note = "range profiler on " + profiler_->chip();
+  } catch (const std::exception& e) {
+    info_.profiling = false;
+    info_.profiling_note = e.what();
+  }
+}
+
+gpu_worker::~gpu_worker() {
+  try {
+    const auto& d = driver();
+    profiler_.reset();
+    d.cuStreamSynchronize_(stream_);
+    for (auto& m : modules_) d.cuModuleUnload_(m.module);
+    for (auto& [bytes, p] : free_buffers_) d.cuMemFree_(p);
+    if (flush_.ptr) d.cuMemFree_(flush_.ptr);
+    utils_.reset();
+    d.cuStreamDestroy_(stream_);
+    d.cuDevicePrimaryCtxRelease_(dev_);
+  } catch (...) {
+  }
+}
+
+const gpu_worker::module_entry& gpu_worker::load(const std::string& path, const std::string& function) {
+  for (auto it = modules_.begin(); it != modules_.end(); ++it) {
+    if (it->path == path && it->name == function) {
+      modules_.splice(modules_.begin(), modules_, it);
+      return modules_.front();
+    }
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(status::invalid, "cannot read the compiled module " + path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto& d = driver();
+  module_entry e;
+  e.path = path;
+  e.name = function;
+  try {
+    check(d.cuModuleLoadData_(&e.module, bytes.data()), "cuModuleLoadData");
+  } catch (const cuda_failure& f) {
+    fail_cuda(f, "loading the module");
+  }
+  const CUresult r = d.cuModuleGetFunction_(&e.function, e.module, function.c_str());
+  if (r != CUDA_SUCCESS) {
+    d.cuModuleUnload_(e.module);
+    fail(status::invalid, "the module has no function " + function + ": " + describe(r));
+  }
+  modules_.push_front(e);
+  while (modules_.size() > 32) {
+    d.cuModuleUnload_(modules_.back().module);
+    modules_.pop_back();
+  }
+  return modules_.front();
+}
+
+gpu_worker::buffer gpu_worker::acquire(std::size_t bytes) {
+  bytes = std::max<std::size_t>(256, (bytes + 255) / 256 * 256);
+  auto it = free_buffers_.lower_bound(bytes);
+  if (it != free_buffers_.end() && it->first <= 2 * bytes) {
+    buffer b{it->second, it->first};
+    pooled_bytes_ -= it->first;
+    free_buffers_.erase(it);
+    return b;
+  }
+  const auto& d = driver();
+  buffer b{0, bytes};
+  CUresult r = d.cuMemAlloc_(&b.ptr, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY && !free_buffers_.empty()) {
+    for (auto& [sz, p] : free_buffers_) d.cuMemFree_(p);
+    free_buffers_.clear();
+    pooled_bytes_ = 0;
+    r = d.cuMemAlloc_(&b.ptr, bytes);
+  }
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) fail(status::invalid, "buffers of " + std::to_string(bytes) + " bytes do not fit in device memory");
+  check(r, "cuMemAlloc");
+  return b;
+}
+
+void gpu_worker::release(buffer b) {
+  if (!b.ptr) return;
+  free_buffers_.emplace(b.bytes, b.ptr);
+  pooled_bytes_ += b.bytes;
+  // Keep the pool bounded (a quarter of device memory).
+  while (pooled_bytes_ > info_.memory_bytes / 4 && !free_buffers_.empty()) {
+    auto it = std::prev(free_buffers_.end());
+    driver().cuMemFree_(it->second);
+    pooled_bytes_ -= it->first;
+    free_buffers_.erase(it);
+  }
+}
+
+void gpu_worker::flush_l2() {
+  check(driver().cuMemsetD32Async_(flush_.ptr, ++flush_counter_, flush_.bytes / 4, stream_), "L2 flush");
+}
+
+bool gpu_worker::wait(CUevent ev, double deadline_ms) {
+  const auto& d = driver();
+  const auto t0 = clock_type::now();
+  while (true) {
+    const CUresult r = d.cuEventQuery_(ev);
+    if (r == CUDA_SUCCESS) return true;
+    if (r != CUDA_ERROR_NOT_READY) check(r, "kernel execution");
+    if (ms_since(t0) > deadline_ms) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
+  const auto& d = driver();
+  gpu::evaluate_response resp;
+  resp.id = req.id;
+  std::vector<buffer> held;
+  CUevent ev_a = nullptr, ev_b = nullptr;
+  check(d.cuEventCreate_(&ev_a, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(d.cuEventCreate_(&ev_b, CU_EVENT_DEFAULT), "cuEventCreate");
+  try {
+    auto t0 = clock_type::now();
+    const auto& cand = load(req.module_path, req.function);
+    const module_entry* ref = req.reference_module_path.empty() ? nullptr : &load(req.reference_module_path, req.reference_function);
+    const CUfunction cand_fn = cand.function;  // the LRU list may move entries; keep the handles
+    const CUfunction ref_fn = ref ? ref->function : nullptr;
+    int v = 0;
+    d.cuFuncGetAttribute_(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, cand_fn);
+    resp.metrics["launch.registers"] = v;
+    d.cuFuncGetAttribute_(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, cand_fn);
+    resp.metrics["launch.local_bytes"] = v;
+    d.cuFuncGetAttribute_(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, cand_fn);
+    resp.metrics["launch.shared_static_bytes"] = v;
+    int max_threads = 0;
+    d.cuFuncGetAttribute_(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, cand_fn);
+    resp.load_s = ms_since(t0) / 1e3;
+
+    auto launch = [&](CUfunction fn, const gpu::launch_geometry& g, kernel_params& kp) {
+      const CUresult r = d.cuLaunchKernel_(fn, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2],
+                                           g.shared_bytes, stream_, kp.ptrs.data(), nullptr);
+      if (r != CUDA_SUCCESS) fail_cuda(cuda_failure(r, "cuLaunchKernel"), "launching the kernel");
+    };
+    // Runs one launch to completion under the watchdog; returns its event-timed duration in ms.
+    auto run_once = [&](CUfunction fn, const gpu::launch_geometry& g, kernel_params& kp, double deadline_ms,
+                        const char* what) {
+      check(d.cuEventRecord_(ev_a, stream_), "cuEventRecord");
+      launch(fn, g, kp);
+      check(d.cuEventRecord_(ev_b, stream_), "cuEventRecord");
+      try {
+        if (!wait(ev_b, deadline_ms))
+          fail(status::timeout, std::string(what) + " ran longer than the watchdog's " + std::to_string(deadline_ms) + " ms", true);
+      } catch (const cuda_failure& f) {
+        fail_cuda(f, what);
+      }
+      float ms = 0;
+      d.cuEventElapsedTime_(&ms, ev_a, ev_b);
+      return static_cast<double>(ms);
+    };
+
+    bool first_time_shape = true;
+    for (std::size_t si = 0; si < req.shapes.size(); ++si) {
+      const auto& job = req.shapes[si];
+      auto tc = clock_type::now();
+      const auto& g = job.candidate;
+      const std::uint64_t threads = std::uint64_t{g.block[0]} * g.block[1] * g.block[2];
+      if (max_threads > 0 && threads > static_cast<std::uint64_t>(max_threads))
+        fail(status::launch_failed, "a block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
+                                        std::to_string(max_threads) + " (registers or launch bounds)");
+      if (g.shared_bytes > 48 * 1024) {
+        const CUresult r = d.cuFuncSetAttribute_(cand_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(g.shared_bytes));
+        if (r != CUDA_SUCCESS) fail(status::launch_failed, "dynamic shared memory of " + std::to_string(g.shared_bytes) + " bytes: " + describe(r));
+      }
+      // Buffers and the parameter array.
+      std::vector<buffer> bufs(job.args.size());
+      kernel_params kp;
+      kp.storage.resize(job.args.size());
+      kp.ptrs.resize(job.args.size());
+      for (std::size_t i = 0; i < job.args.size(); ++i) {
+        const auto& a = job.args[i];
+        if (a.buffer) {
+          bufs[i] = acquire(a.count * size_of(a.type));
+          held.push_back(bufs[i]);
+          std::memcpy(&kp.storage[i], &bufs[i].ptr, sizeof(CUdeviceptr));
+        } else {
+          switch (a.type) {
+            case dtype::f32: {
+              const float f = static_cast<float>(a.scalar);
+              std::memcpy(&kp.storage[i], &f, sizeof f);
+              break;
+            }
+            case dtype::f64: std::memcpy(&kp.storage[i], &a.scalar, sizeof(double)); break;
+            default: {
+              const std::int64_t x = a.scalar_int;  // little endian: the low bytes are the narrower types
+              std::memcpy(&kp.storage[i], &x, sizeof x);
+            }
+          }
+        }
+        kp.ptrs[i] = &kp.storage[i];
+      }
+      auto prepare_inputs = [&](std::uint64_t seed) {
+        for (std::size_t i = 0; i < job.args.size(); ++i) {
+          const auto& a = job.args[i];
+          if (!a.buffer) continue;
+          if (a.role == arg_role::out)
+            check(d.cuMemsetD8Async_(bufs[i].ptr, 0xFF, a.count * size_of(a.type), stream_), "poison");  // NaN / -1
+          else
+            utils_->fill(bufs[i].ptr, a.type, a.count, a.fill, seed * 1000003ULL + i, stream_);
+        }
+      };
+      double deadline = req.watchdog.min_ms;
+      if (job.check && job.reference && ref_fn) {
+        prepare_inputs(job.seed);
+        // Keep the inputs of in-out buffers: the reference consumes them.
+        std::vector<buffer> saved(job.args.size()), expected(job.args.size());
+        for (std::size_t i = 0; i < job.args.size(); ++i) {
+          const auto& a = job.args[i];
+          if (!a.buffer || a.role == arg_role::in) continue;
+          const auto bytes = a.count * size_of(a.type);
+          expected[i] = acquire(bytes);
+          held.push_back(expected[i]);
+          if (a.role == arg_role::inout) {
+            saved[i] = acquire(bytes);
+            held.push_back(saved[i]);
+            check(d.cuMemcpyDtoDAsync_(saved[i].ptr, bufs[i].ptr, bytes, stream_), "save inout");
+          }
+        }
+        double ref_ms = 0;
+        try {
+          ref_ms = run_once(ref_fn, *job.reference, kp, req.watchdog.min_ms * 10, "the reference");
+        } catch (const evaluation_failure& f) {
+          fail(f.st == status::timeout ? status::timeout : status::crashed, "the reference kernel failed: " + f.message, true);
+        }
+        deadline = std::max(req.watchdog.min_ms, req.watchdog.factor * ref_ms);
+        for (std::size_t i = 0; i < job.args.size(); ++i) {
+          const auto& a = job.args[i];
+          if (!a.buffer || a.role == arg_role::in) continue;
+          const auto bytes = a.count * size_of(a.type);
+          check(d.cuMemcpyDtoDAsync_(expected[i].ptr, bufs[i].ptr, bytes, stream_), "keep reference output");
+          if (a.role == arg_role::inout) check(d.cuMemcpyDtoDAsync_(bufs[i].ptr, saved[i].ptr, bytes, stream_), "restore inout");
+          else check(d.cuMemsetD8Async_(bufs[i].ptr, 0xFF, bytes, stream_), "poison");
+        }
+        run_once(cand_fn, g, kp, deadline, "the kernel");
+        for (std::size_t i = 0; i < job.args.size(); ++i) {
+          const auto& a = job.args[i];
+          if (!a.buffer || a.role == arg_role::in) continue;
+          const auto tol_it = req.tolerances.find(a.type);
+          const tolerance tol = tol_it != req.tolerances.end() ? tol_it->second : tolerance{0, 0};
+          const auto cmp = utils_->compare(bufs[i].ptr, expected[i].ptr, a.type, a.count, tol, stream_);
+          if (cmp.bad > 0) {
+            char buf[400];
+            std::snprintf(buf, sizeof buf,
+                          "argument #%zu: %llu of %llu elements outside tolerance (rel %g, abs %g), first at index %llu; "
+                          "%llu NaN/Inf or unwritten; max |error| %.3g (shape %zu)",
+                          i, static_cast<unsigned long long>(cmp.bad), static_cast<unsigned long long>(a.count), tol.rel,
+                          tol.abs, static_cast<unsigned long long>(cmp.first_bad), static_cast<unsigned long long>(cmp.nan),
+                          cmp.max_abs_error, si);
+            fail(status::wrong_result, buf);
+          }
+        }
+        resp.metrics["check.reference_ms.shape" + std::to_string(si)] = ref_ms;
+      }
+      resp.check_s += ms_since(tc) / 1e3;
+      if (job.time) {
+        auto tb = clock_type::now();
+        prepare_inputs(job.seed + 7919);
+        const int warm = std::max(1, req.timing.warmup);
+        for (int w = 0; w < warm; ++w) run_once(cand_fn, g, kp, deadline, "the kernel (warm-up)");
+        // Batches for launches shorter than min_batch_us (one flush per batch).
+        int batch = 1;
+        if (req.timing.min_batch_us > 0) {
+          const double est = run_once(cand_fn, g, kp, deadline, "the kernel");
+          if (est > 0 && est * 1e3 < req.timing.min_batch_us)
+            batch = static_cast<int>(std::ceil(req.timing.min_batch_us / (est * 1e3)));
+        }
+        std::unique_ptr<activity_timer> activity;
+        if (req.timing.timer == "cupti") activity = std::make_unique<activity_timer>();
+        std::vector<double> samples;
+        const int round = std::max(5, req.timing.min_repeats / 2);
+        std::vector<CUevent> starts(round), ends(round);
+        for (int k = 0; k < round; ++k) {
+          check(d.cuEventCreate_(&starts[k], CU_EVENT_DEFAULT), "cuEventCreate");
+          check(d.cuEventCreate_(&ends[k], CU_EVENT_DEFAULT), "cuEventCreate");
+        }
+        auto destroy_events = [&] {
+          for (int k = 0; k < round; ++k) d.cuEventDestroy_(starts[k]), d.cuEventDestroy_(ends[k]);
+        };
+        try {
+          while (true) {
+            for (int k = 0; k < round; ++k) {
+              if (req.timing.flush_l2) flush_l2();
+              check(d.cuEventRecord_(starts[k], stream_), "cuEventRecord");
+              for (int b = 0; b < batch; ++b) launch(cand_fn, g, kp);
+              check(d.cuEventRecord_(ends[k], stream_), "cuEventRecord");
+            }
+            try {
+              if (!wait(ends[round - 1], deadline * round * batch + 1000))
+                fail(status::timeout, "timing runs exceeded the watchdog", true);
+            } catch (const cuda_failure& f) {
+              fail_cuda(f, "timing runs");
+            }
+            for (int k = 0; k < round; ++k) {
+              float ms = 0;
+              d.cuEventElapsedTime_(&ms, starts[k], ends[k]);
+              samples.push_back(static_cast<double>(ms) / batch);
+            }
+            const auto n = static_cast<int>(samples.size());
+            if (n >= req.timing.max_repeats || ms_since(tb) / 1e3 > req.timing.max_seconds) break;
+            if (n >= req.timing.min_repeats && relative_ci(samples) <= req.timing.target_rel_ci) break;
+          }
+        } catch (...) {
+          destroy_events();
+          throw;
+        }
+        destroy_events();
+        resp.metrics["time.events_median_ms.shape" + std::to_string(si)] = summarize(samples).median;
+        if (activity) {
+          auto durations = activity->take(req.function);
+          // Skip the warm-up launches recorded before the timed ones... the timer started after them.
+          if (!durations.empty()) {
+            resp.metrics["time.cupti_median_ms.shape" + std::to_string(si)] = summarize(durations).median;
+            if (batch == 1 && durations.size() == samples.size()) samples = durations;
+          }
+        }
+        const double clk = clock_->sm_mhz();
+        if (first_time_shape) {
+          resp.times_ms = samples;
+          resp.sm_clock_mhz = clk;
+          first_time_shape = false;
+        }
+        const auto s = summarize(samples);
+        resp.metrics["time.median_ms.shape" + std::to_string(si)] = s.median;
+        resp.metrics["time.repeats.shape" + std::to_string(si)] = static_cast<double>(samples.size());
+        resp.metrics["time.batch.shape" + std::to_string(si)] = batch;
+        resp.benchmark_s += ms_since(tb) / 1e3;
+      }
+      if (job.profile && !req.metrics.empty()) {
+        auto tp = clock_type::now();
+        if (!profiler_) {
+          resp.notes = "profiling unavailable: " + info_.profiling_note;
+        } else {
+          prepare_inputs(job.seed + 104729);
+          try {
+            if (req.timing.flush_l2) flush_l2();
+            check(d.cuStreamSynchronize_(stream_), "before profiling");
+            auto m = profiler_->profile(req.metrics, [&] { launch(cand_fn, g, kp); });
+            for (auto& [k, val] : m) resp.metrics[k] = val;
+            const auto med = resp.metrics.find("time.median_ms.shape" + std::to_string(si));
+            if (!req.deep_metrics.empty() && med != resp.metrics.end() && med->second < req.deep_if_faster_than_ms) {
+              if (req.timing.flush_l2) flush_l2();
+              auto deep = profiler_->profile(req.deep_metrics, [&] { launch(cand_fn, g, kp); });
+              for (auto& [k, val] : deep) resp.metrics[k == "cupti.passes" ? "cupti.deep_passes" : k] = val;
+            }
+          } catch (const profiling_unavailable& e) {
+            resp.notes = std::string("profiling failed, timing only: ") + e.what();
+          } catch (const cuda_failure& f) {
+            fail_cuda(f, "profiling");
+          }
+        }
+        resp.profile_s += ms_since(tp) / 1e3;
+      }
+      check(d.cuStreamSynchronize_(stream_), "end of shape");
+      for (auto& b : held) release(b);
+      held.clear();
+    }
+    resp.st = status::ok;
+  } catch (const evaluation_failure& f) {
+    resp.st = f.st;
+    resp.error = f.message;
+    resp.fatal = f.fatal;
+    resp.times_ms.clear();
+  } catch (const cuda_failure& f) {
+    resp.st = f.sticky() ? status::crashed : status::launch_failed;
+    resp.error = f.what();
+    resp.fatal = f.sticky();
+    resp.times_ms.clear();
+  }
+  if (!resp.fatal) {
+    d.cuStreamSynchronize_(stream_);
+    for (auto& b : held) release(b);
+    d.cuEventDestroy_(ev_a);
+    d.cuEventDestroy_(ev_b);
+  }
+  return resp;
+}
+
+}  // namespace kf::cuda

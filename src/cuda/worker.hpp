@@ -1,0 +1,67 @@
+// kf::cuda::gpu_worker: the GPU side of the cuda evaluator, run inside a kforge-worker process that owns
+// one device's primary context. It turns an evaluate_request (a compiled variant and its launches) into
+// an evaluate_response: correctness on every check shape against the reference, then timing, then
+// profiling. A fault or a hung kernel makes the response fatal: the process must exit after sending it.
+#pragma once
+
+#include <cuda.h>
+
+#include <filesystem>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "engine/gpu_protocol.hpp"
+#include "kforge/compile.hpp"
+
+namespace kf::cuda {
+
+class device_utils;
+class range_profiler;
+class nvml_clock;
+
+class gpu_worker {
+ public:
+  /// Initialises the driver and the device's primary context. Throws kf::error when it cannot.
+  gpu_worker(int device_ordinal, const std::filesystem::path& cache_dir);
+  ~gpu_worker();
+  gpu_worker(const gpu_worker&) = delete;
+  gpu_worker& operator=(const gpu_worker&) = delete;
+
+  const gpu::worker_info& info() const noexcept { return info_; }
+  gpu::evaluate_response evaluate(const gpu::evaluate_request& r);
+
+ private:
+  struct module_entry {
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    std::string path, name;
+  };
+  struct buffer {
+    CUdeviceptr ptr = 0;
+    std::size_t bytes = 0;
+  };
+  const module_entry& load(const std::string& path, const std::string& function);
+  buffer acquire(std::size_t bytes);
+  void release(buffer b);
+  void flush_l2();
+  /// Waits for `ev` until `deadline_ms` from now; false on timeout. Throws cuda_failure on a fault.
+  bool wait(CUevent ev, double deadline_ms);
+
+  gpu::worker_info info_;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  std::unique_ptr<compiler> compiler_;
+  std::unique_ptr<device_utils> utils_;
+  std::unique_ptr<range_profiler> profiler_;
+  std::unique_ptr<nvml_clock> clock_;
+  buffer flush_;
+  unsigned flush_counter_ = 0;
+  std::list<module_entry> modules_;  // most recently used first
+  std::multimap<std::size_t, CUdeviceptr> free_buffers_;
+  std::size_t pooled_bytes_ = 0;
+};
+
+}  // namespace kf::cuda

@@ -1,0 +1,114 @@
+// GPU tests of the cuda evaluator (label gpu; scripts/device-test runs them on the H200). Each skips with
+// the reason where no GPU is visible.
+//   - saxpy reaches >= 85% of the copy bandwidth measured in the same run;
+//   - CUDA-event and CUPTI-activity times agree within 2%;
+//   - planted variants come back crashed, timeout, invalid/launch_failed and wrong_result, and the run
+//     finishes with every correct variant measured;
+//   - profiled metrics are plausible (saxpy: DRAM throughput > 60%, SM throughput < 30%).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "kforge/experiment.hpp"
+#include "kforge/kforge.hpp"
+#include "support/test_support.hpp"
+
+namespace kf {
+namespace {
+
+std::string worker_path() {
+  if (const char* e = std::getenv("KFORGE_WORKER"); e && *e) return e;
+  return (std::filesystem::path(KFORGE_CLI).parent_path() / "kforge-worker").string();
+}
+
+// Skips the test unless a GPU is visible.
+#define KF_REQUIRE_GPU()                                                                          \
+  do {                                                                                            \
+    const auto r = test::run_command(worker_path() + " --count");                                 \
+    if (r.status != 0 || r.output.empty() || r.output[0] == '0')                                  \
+      GTEST_SKIP() << "no GPU visible (kforge-worker --count: " << r.output.substr(0, 300) << ")"; \
+  } while (0)
+
+run_result run_kernel(const std::string& kernel, const std::string& strategy, const std::string& extra_params,
+                      const test::temp_dir& tmp, const std::string& name, std::size_t evaluations = 0) {
+  register_builtins();
+  const auto cfg = test::write_file(
+      tmp.path() / (name + ".yaml"),
+      "problem: {kernel: " + (test::source_dir() / kernel).string() + "}\nstrategy: " + strategy +
+          "\nevaluator: {type: cuda, params: {worker: " + worker_path() + extra_params + "}}\n" +
+          (evaluations ? "budget: {evaluations: " + std::to_string(evaluations) + "}\n" : std::string()) +
+          "output: " + (tmp.path() / name).string() + "\n");
+  return run_experiment(load_experiment(cfg.string()), {});
+}
+
+TEST(gpu, saxpy_reaches_85_percent_of_copy_bandwidth) {
+  KF_REQUIRE_GPU();
+  test::temp_dir tmp;
+  const auto copy = run_kernel("experiments/kernels/saxpy/copy.yaml", "brute_force", "", tmp, "copy");
+  const auto saxpy = run_kernel("experiments/kernels/saxpy/kernel.yaml", "brute_force", "", tmp, "saxpy");
+  ASSERT_NE(copy.history.best(), nullptr);
+  ASSERT_NE(saxpy.history.best(), nullptr);
+  const double n = 268435456.0;
+  const double copy_gbs = 8 * n / (copy.history.best()->time_ms * 1e-3) / 1e9;
+  const double saxpy_gbs = 12 * n / (saxpy.history.best()->time_ms * 1e-3) / 1e9;
+  std::printf("copy %.1f GB/s (%.4f ms), best saxpy %.1f GB/s (%.4f ms): %.1f%% of copy\n", copy_gbs,
+              copy.history.best()->time_ms, saxpy_gbs, saxpy.history.best()->time_ms, 100 * saxpy_gbs / copy_gbs);
+  EXPECT_GE(saxpy_gbs, 0.85 * copy_gbs);
+  for (const auto& t : saxpy.history.trials()) EXPECT_TRUE(t.ok()) << t.error;
+}
+
+TEST(gpu, event_and_cupti_activity_times_agree_within_2_percent) {
+  KF_REQUIRE_GPU();
+  test::temp_dir tmp;
+  const auto r = run_kernel("experiments/kernels/saxpy/kernel.yaml", "random", ", timer: cupti", tmp, "timers", 4);
+  ASSERT_EQ(r.history.size(), 4u);
+  for (const auto& t : r.history.trials()) {
+    ASSERT_TRUE(t.ok()) << t.error;
+    const auto ev = t.metric("time.events_median_ms.shape2");
+    const auto cu = t.metric("time.cupti_median_ms.shape2");
+    ASSERT_TRUE(ev && cu) << "timer metrics missing";
+    std::printf("events %.4f ms, CUPTI activity %.4f ms: %+.2f%%\n", *ev, *cu, 100 * (*ev - *cu) / *cu);
+    EXPECT_LT(std::abs(*ev - *cu) / *cu, 0.02);
+  }
+}
+
+TEST(gpu, planted_faults_come_back_with_their_status) {
+  KF_REQUIRE_GPU();
+  test::temp_dir tmp;
+  const auto r = run_kernel("experiments/kernels/planted/kernel.yaml", "brute_force", ", watchdog_min_ms: 1500", tmp, "planted");
+  ASSERT_EQ(r.history.size(), 18u);  // 6 plants x 3 block sizes: the run finished
+  const auto sp = load_kernel_problem((test::source_dir() / "experiments/kernels/planted/kernel.yaml").string()).space;
+  for (const auto& t : r.history.trials()) {
+    const auto plant = sp.value_of(t.cfg, 0).as_int();
+    std::printf("PLANT=%lld block=%lld: %s %s\n", static_cast<long long>(plant),
+                static_cast<long long>(sp.value_of(t.cfg, 1).as_int()), std::string(to_string(t.st)).c_str(),
+                t.error.substr(0, 160).c_str());
+    switch (plant) {
+      case 0: EXPECT_EQ(t.st, status::ok) << t.error; break;
+      case 1: EXPECT_EQ(t.st, status::crashed) << t.error; break;
+      case 2: EXPECT_EQ(t.st, status::timeout) << t.error; break;
+      case 3: EXPECT_TRUE(t.st == status::invalid || t.st == status::launch_failed) << to_string(t.st) << t.error; break;
+      default: EXPECT_EQ(t.st, status::wrong_result) << t.error;
+    }
+  }
+}
+
+TEST(gpu, saxpy_metrics_are_plausible) {
+  KF_REQUIRE_GPU();
+  test::temp_dir tmp;
+  const auto r = run_kernel("experiments/kernels/saxpy/kernel.yaml", "brute_force", "", tmp, "metrics", 1);
+  ASSERT_EQ(r.history.size(), 1u);
+  const auto& t = r.history.trials()[0];
+  ASSERT_TRUE(t.ok()) << t.error;
+  for (const auto& [k, v] : t.metrics) std::printf("  %s = %g\n", k.c_str(), v);
+  const auto dram = t.metric("dram__throughput.avg.pct_of_peak_sustained_elapsed");
+  const auto sm = t.metric("sm__throughput.avg.pct_of_peak_sustained_elapsed");
+  ASSERT_TRUE(dram.has_value()) << "no DRAM throughput metric: profiling unavailable?";
+  EXPECT_GT(*dram, 60.0);
+  ASSERT_TRUE(sm.has_value()) << "no SM throughput metric (deep set)";
+  EXPECT_LT(*sm, 30.0);
+  EXPECT_GT(t.sm_clock_mhz, 500.0);
+}
+
+}  // namespace
+}  // namespace kf

@@ -1,0 +1,85 @@
+// The cuda evaluator's driver side on a machine without a GPU: real NVRTC compiles, real worker
+// processes (kforge-worker --fake, which answers without a device and crashes, hangs or dies on cue).
+// Checks that every failure becomes a trial with the right status, that dead workers are replaced and
+// the run goes on, and that several workers share one queue.
+#include <gtest/gtest.h>
+
+#include "kforge/experiment.hpp"
+#include "kforge/kforge.hpp"
+#include "support/test_support.hpp"
+
+namespace kf {
+namespace {
+
+const char* source = R"CUDA(
+extern "C" __global__ void k_ok(float* y, long long n) { long long i = blockIdx.x * 64ll + threadIdx.x; if (i < n) y[i] = 1.0f; }
+extern "C" __global__ void k_ok2(float* y, long long n) { long long i = blockIdx.x * 64ll + threadIdx.x; if (i < n) y[i] = 1.0f; }
+extern "C" __global__ void k_crash(float* y, long long n) { if (n < 0) y[0] = 0; }
+extern "C" __global__ void k_hang(float* y, long long n) { if (n < 0) y[0] = 0; }
+extern "C" __global__ void k_fatal(float* y, long long n) { if (n < 0) y[0] = 0; }
+extern "C" __global__ void k_big(float* y, long long n) { if (n < 0) y[0] = 0; }
+)CUDA";
+
+const char* kernel_yaml = R"YAML(
+name: fake
+source: fake.cu
+entry: "{variant}"
+injection: template
+parameters:
+  - {name: variant, values: [k_ok, k_ok2, k_crash, k_hang, k_fatal, k_missing, k_big], default: k_ok}
+arguments:
+  - {name: y, buffer: f32, size: n, role: out}
+  - {name: n, scalar: i64, value: n}
+grid: ["(n + 63) // 64"]
+block: ["2048 if variant == 'k_big' else 64"]
+shapes:
+  time: [{n: 4096}]
+  check: [{n: 100}]
+reference: {entry: k_ok}
+)YAML";
+
+TEST(cuda_evaluator_fake, every_failure_is_a_trial_and_workers_come_back) {
+  register_builtins();
+  test::temp_dir tmp;
+  test::write_file(tmp.path() / "fake.cu", source);
+  test::write_file(tmp.path() / "kernel.yaml", kernel_yaml);
+  const std::string worker = std::filesystem::path(KFORGE_CLI).parent_path() / "kforge-worker";
+  const auto cfg = test::write_file(tmp.path() / "e.yaml", std::string("problem: {kernel: kernel.yaml}\n"
+                                                                       "strategy: brute_force\n"
+                                                                       "evaluator: {type: cuda, params: {worker: ") +
+                                                               worker + ", worker_args: [--fake, --fake-ms, '20'], "
+                                                               "devices: [0, 1], request_timeout_s: 2, profile: false, "
+                                                               "cache_dir: " + (tmp.path() / "cache").string() +
+                                                               "}}\nbatch_size: 4\noutput: " + (tmp.path() / "run").string() + "\n");
+  const auto spec = load_experiment(cfg.string());
+  run_options o;
+  const auto res = run_experiment(spec, o);
+  ASSERT_EQ(res.history.size(), 7u);
+  std::map<std::string, status> by_variant;
+  for (const auto& t : res.history.trials()) by_variant[spec.prob.space.value_of(t.cfg, 0).as_string()] = t.st;
+  EXPECT_EQ(by_variant["k_ok"], status::ok);
+  EXPECT_EQ(by_variant["k_ok2"], status::ok);
+  EXPECT_EQ(by_variant["k_crash"], status::crashed);
+  EXPECT_EQ(by_variant["k_hang"], status::timeout);
+  EXPECT_EQ(by_variant["k_fatal"], status::crashed);
+  EXPECT_EQ(by_variant["k_missing"], status::compile_failed);
+  EXPECT_EQ(by_variant["k_big"], status::invalid);
+  for (const auto& t : res.history.trials()) {
+    if (t.ok()) {
+      EXPECT_GT(t.time_ms, 0.0);
+      EXPECT_TRUE(t.metrics.count("static.registers"));
+      EXPECT_EQ(t.device.rfind("cuda:", 0), 0u) << t.device;
+    } else {
+      EXPECT_FALSE(t.error.empty()) << to_string(t.st);
+    }
+  }
+  // The workers that crashed, hung or died were replaced: the last trials still ran.
+  run_store st(tmp.path() / "run");
+  const auto ev = st.meta("evaluator");
+  int restarts = 0;
+  for (const auto& w : ev["workers"]) restarts += w["restarts"].get<int>();
+  EXPECT_GE(restarts, 3) << ev.dump();
+}
+
+}  // namespace
+}  // namespace kf
