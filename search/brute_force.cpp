@@ -17,11 +17,16 @@ std::vector<config> brute_force::propose(const search_state& s, std::size_t n) {
   return out;
 }
 
-bool brute_force::finished(const search_state&) const { return next_ >= total_; }
+bool brute_force::finished(const search_state&) const {
+  return next_ >= total_;
+}
 
 void register_brute_force() {
-  strategy_registry().add({"brute_force", "every valid configuration once, in lexicographic order (deterministic; ignores the seed)", {},
-                           [](const options&) { return strategy(brute_force{}, "brute_force"); }});
+  strategy_registry().add(
+      {"brute_force",
+       "every valid configuration once, in lexicographic order (deterministic; ignores the seed)",
+       {},
+       [](const options&) { return strategy(brute_force{}, "brute_force"); }});
 }
 
 }  // namespace kf::strategies

@@ -135,8 +135,8 @@ class gp {
   /// Posterior of the latent f (plus the noise variance when include_noise) at the rows of Xs.
   gp_prediction predict(const Eigen::Ref<const Eigen::MatrixXd>& Xs, bool with_variance = true,
                         bool include_noise = false) const;
-  /// The same into caller-owned vectors of Xs.rows() entries (no allocation per call beyond one
-  /// workspace per thread).
+  /// The same into caller-owned vectors of Xs.rows() entries. Scratch space (about 128 x n doubles)
+  /// is thread-local and kept between calls, so repeated predictions do not allocate.
   void predict(const Eigen::Ref<const Eigen::MatrixXd>& Xs, Eigen::Ref<Eigen::VectorXd> mean,
                Eigen::Ref<Eigen::VectorXd> variance, bool include_noise = false) const;
   void predict_mean(const Eigen::Ref<const Eigen::MatrixXd>& Xs, Eigen::Ref<Eigen::VectorXd> mean) const;

@@ -59,9 +59,9 @@ struct tolerance {
 /// `none`: no check (a trial can then never be wrong_result; avoid).
 struct reference_spec {
   enum class kind : std::uint8_t { kernel, baseline, none } k = kind::baseline;
-  std::string source;   ///< the reference's source (defaults to the kernel's own)
+  std::string source;  ///< the reference's source (defaults to the kernel's own)
   std::string source_file;
-  std::string entry;    ///< extern "C" name or name expression, same signature as the kernel
+  std::string entry;  ///< extern "C" name or name expression, same signature as the kernel
   std::vector<std::string> options;
 };
 
@@ -99,8 +99,8 @@ struct resolved_arg {
   std::uint64_t count = 0;  ///< elements (buffers)
   fill_spec fill;
   arg_role role = arg_role::in;
-  double scalar = 0;           ///< scalars: the value (integers exactly representable up to 2^53)
-  std::int64_t scalar_int = 0; ///< scalars of integer type
+  double scalar = 0;            ///< scalars: the value (integers exactly representable up to 2^53)
+  std::int64_t scalar_int = 0;  ///< scalars of integer type
 };
 
 /// One launch of one configuration on one shape.
@@ -109,9 +109,7 @@ struct launch_plan {
   std::uint32_t shared_bytes = 0;
   std::vector<resolved_arg> args;
   shape problem;
-  std::uint64_t threads() const noexcept {
-    return std::uint64_t{block[0]} * block[1] * block[2];
-  }
+  std::uint64_t threads() const noexcept { return std::uint64_t{block[0]} * block[1] * block[2]; }
 };
 
 /// Resolves the launch of configuration `c` on shape `s`. Throws kf::error (with the failing expression)
@@ -129,7 +127,8 @@ struct rendered_variant {
 };
 rendered_variant render_variant(const kernel_spec& k, const config& c);
 /// `source` (from `file`) with configuration c's parameters as #defines in front of it.
-std::string with_defines(const kernel_spec& k, const config& c, const std::string& source, const std::string& file);
+std::string with_defines(const kernel_spec& k, const config& c, const std::string& source,
+                         const std::string& file);
 
 /// Roofline bound of configuration `c` on shape `s`: bytes and flops from the description's expressions.
 struct roofline_bound {

@@ -31,17 +31,23 @@ constexpr std::array<dtype_info, 12> dtypes = {{{dtype::f32, "f32", 4, true},
                                                 {dtype::u64, "u64", 8, false}}};
 }  // namespace
 
-std::size_t size_of(dtype t) noexcept { return dtypes[static_cast<std::size_t>(t)].size; }
-std::string_view to_string(dtype t) noexcept { return dtypes[static_cast<std::size_t>(t)].name; }
-bool is_floating(dtype t) noexcept { return dtypes[static_cast<std::size_t>(t)].floating; }
+std::size_t size_of(dtype t) noexcept {
+  return dtypes[static_cast<std::size_t>(t)].size;
+}
+std::string_view to_string(dtype t) noexcept {
+  return dtypes[static_cast<std::size_t>(t)].name;
+}
+bool is_floating(dtype t) noexcept {
+  return dtypes[static_cast<std::size_t>(t)].floating;
+}
 
 std::optional<dtype> dtype_from_string(std::string_view s) noexcept {
   static const std::map<std::string_view, dtype> aliases = {
-      {"float", dtype::f32},    {"float32", dtype::f32}, {"double", dtype::f64}, {"float64", dtype::f64},
-      {"half", dtype::f16},     {"float16", dtype::f16}, {"bfloat16", dtype::bf16}, {"int", dtype::i32},
-      {"int32", dtype::i32},    {"uint", dtype::u32},    {"uint32", dtype::u32},  {"int64", dtype::i64},
-      {"uint64", dtype::u64},   {"int8", dtype::i8},     {"uint8", dtype::u8},    {"char", dtype::i8},
-      {"int16", dtype::i16},    {"uint16", dtype::u16},  {"long", dtype::i64},    {"size_t", dtype::u64}};
+      {"float", dtype::f32},  {"float32", dtype::f32}, {"double", dtype::f64},    {"float64", dtype::f64},
+      {"half", dtype::f16},   {"float16", dtype::f16}, {"bfloat16", dtype::bf16}, {"int", dtype::i32},
+      {"int32", dtype::i32},  {"uint", dtype::u32},    {"uint32", dtype::u32},    {"int64", dtype::i64},
+      {"uint64", dtype::u64}, {"int8", dtype::i8},     {"uint8", dtype::u8},      {"char", dtype::i8},
+      {"int16", dtype::i16},  {"uint16", dtype::u16},  {"long", dtype::i64},      {"size_t", dtype::u64}};
   for (const auto& d : dtypes)
     if (s == d.name) return d.t;
   if (auto it = aliases.find(s); it != aliases.end()) return it->second;
@@ -51,9 +57,12 @@ std::optional<dtype> dtype_from_string(std::string_view s) noexcept {
 namespace {
 expression parse_expr(const document& doc, const json& v, const std::string& key) {
   std::string text;
-  if (v.is_string()) text = v.get<std::string>();
-  else if (v.is_number() || v.is_boolean()) text = v.dump();
-  else doc.at(key).fail("expected an expression (a string or a number), got " + v.dump());
+  if (v.is_string())
+    text = v.get<std::string>();
+  else if (v.is_number() || v.is_boolean())
+    text = v.dump();
+  else
+    doc.at(key).fail("expected an expression (a string or a number), got " + v.dump());
   try {
     return expression::parse(text);
   } catch (const error& e) {
@@ -68,7 +77,9 @@ const json& child(const json& node, const char* k) {
   return it == node.end() ? null : *it;
 }
 
-std::string join_key(const std::string& base, const std::string& k) { return base.empty() ? k : base + "." + k; }
+std::string join_key(const std::string& base, const std::string& k) {
+  return base.empty() ? k : base + "." + k;
+}
 
 const json& req_or(const json& node, const char* k, const document& doc, const std::string& key) {
   const auto& v = child(node, k);
@@ -93,7 +104,10 @@ fill_spec parse_fill(const document& doc, const json& v, const std::string& key)
     if (f.k == fill_spec::kind::constant) doc.at(key).fail("constant needs its value: {constant: 1.5}");
     return f;
   }
-  if (!v.is_object() || v.size() != 1) doc.at(key).fail("expected a fill: normal, uniform, iota, {normal: [mean, std]}, {uniform: [lo, hi]}, {iota: [start, step]} or {constant: x}");
+  if (!v.is_object() || v.size() != 1)
+    doc.at(key).fail(
+        "expected a fill: normal, uniform, iota, {normal: [mean, std]}, {uniform: [lo, hi]}, {iota: [start, "
+        "step]} or {constant: x}");
   const auto& [name, args] = *v.items().begin();
   f.k = kind_of(name);
   if (f.k == fill_spec::kind::constant) {
@@ -105,7 +119,8 @@ fill_spec parse_fill(const document& doc, const json& v, const std::string& key)
     doc.at(key + "." + name).fail("expected two numbers");
   f.a = args[0].get<double>();
   f.b = args[1].get<double>();
-  if (f.k == fill_spec::kind::normal && !(f.b > 0)) doc.at(key + "." + name).fail("the standard deviation must be positive");
+  if (f.k == fill_spec::kind::normal && !(f.b > 0))
+    doc.at(key + "." + name).fail("the standard deviation must be positive");
   if (f.k == fill_spec::kind::uniform && !(f.b > f.a)) doc.at(key + "." + name).fail("expected low < high");
   return f;
 }
@@ -120,11 +135,13 @@ shape parse_shape(const document& doc, const json& v, const std::string& key) {
   return s;
 }
 
-void check_keys(const document& doc, const json& node, const std::string& key, const std::set<std::string>& allowed) {
+void check_keys(const document& doc, const json& node, const std::string& key,
+                const std::set<std::string>& allowed) {
   for (const auto& [k, v] : node.items()) {
     if (allowed.count(k)) continue;
     std::string list;
-    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    for (const auto& a : allowed)
+      list += (list.empty() ? "" : ", ") + a;
     doc.at(join_key(key, k)).fail("unknown key (expected one of " + list + ")");
   }
 }
@@ -133,8 +150,8 @@ void check_keys(const document& doc, const json& node, const std::string& key, c
 kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::string& kp) {
   if (!node.is_object()) doc.at(kp).fail("expected a kernel description (a mapping)");
   check_keys(doc, node, kp,
-             {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints", "arguments",
-              "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline"});
+             {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints",
+              "arguments", "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline"});
   kernel_spec k;
   k.base_dir = doc.base_dir;
   auto req = [&](const char* key) -> const json& {
@@ -151,7 +168,8 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     doc.at(join_key(kp, "source")).fail(e.what());
   }
   const auto& entry = req("entry");
-  if (!entry.is_string() || entry.get<std::string>().empty()) doc.at(join_key(kp, "entry")).fail("expected the kernel's name");
+  if (!entry.is_string() || entry.get<std::string>().empty())
+    doc.at(join_key(kp, "entry")).fail("expected the kernel's name");
   k.entry = entry.get<std::string>();
   k.name = child(node, "name").is_string() ? child(node, "name").get<std::string>() : k.entry;
   if (const auto& inj = child(node, "injection"); !inj.is_null()) {
@@ -162,7 +180,8 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   if (const auto& opts = child(node, "compiler_options"); !opts.is_null()) {
     if (!opts.is_array()) doc.at(join_key(kp, "compiler_options")).fail("expected a list of NVRTC options");
     for (std::size_t i = 0; i < opts.size(); ++i) {
-      if (!opts[i].is_string()) doc.at(join_key(kp, "compiler_options") + "[" + std::to_string(i) + "]").fail("expected a string");
+      if (!opts[i].is_string())
+        doc.at(join_key(kp, "compiler_options") + "[" + std::to_string(i) + "]").fail("expected a string");
       k.compiler_options.push_back(opts[i].get<std::string>());
     }
   }
@@ -170,7 +189,8 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   std::vector<param> params;
   std::vector<std::optional<value>> defaults;
   if (const auto& ps = child(node, "parameters"); !ps.is_null()) {
-    if (!ps.is_array()) doc.at(join_key(kp, "parameters")).fail("expected a list of {name, values, type?, default?}");
+    if (!ps.is_array())
+      doc.at(join_key(kp, "parameters")).fail("expected a list of {name, values, type?, default?}");
     for (std::size_t i = 0; i < ps.size(); ++i) {
       const auto key = join_key(kp, "parameters") + "[" + std::to_string(i) + "]";
       const auto& p = ps[i];
@@ -185,20 +205,29 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
       } catch (const error& e) {
         doc.at(key + ".values").fail(e.what());
       }
-      if (!vals.is_list() || vals.as_list().empty()) doc.at(key + ".values").fail("expected a non-empty list (or an expression giving one)");
+      if (!vals.is_list() || vals.as_list().empty())
+        doc.at(key + ".values").fail("expected a non-empty list (or an expression giving one)");
       param_type t = param_type::integer;
       if (const auto& ty = child(p, "type"); ty.is_string()) {
         const auto s = ty.get<std::string>();
-        if (s == "int") t = param_type::integer;
-        else if (s == "float") t = param_type::real;
-        else if (s == "bool") t = param_type::boolean;
-        else if (s == "string" || s == "enum") t = param_type::string;
-        else doc.at(key + ".type").fail("expected int, float, bool or string");
+        if (s == "int")
+          t = param_type::integer;
+        else if (s == "float")
+          t = param_type::real;
+        else if (s == "bool")
+          t = param_type::boolean;
+        else if (s == "string" || s == "enum")
+          t = param_type::string;
+        else
+          doc.at(key + ".type").fail("expected int, float, bool or string");
       } else {
         for (const auto& v : vals.as_list()) {
-          if (v.is_string()) t = param_type::string;
-          else if (v.is_real() && t == param_type::integer) t = param_type::real;
-          else if (v.is_bool() && t == param_type::integer) t = param_type::boolean;
+          if (v.is_string())
+            t = param_type::string;
+          else if (v.is_real() && t == param_type::integer)
+            t = param_type::real;
+          else if (v.is_bool() && t == param_type::integer)
+            t = param_type::boolean;
         }
       }
       try {
@@ -206,14 +235,16 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
       } catch (const error& e) {
         doc.at(key + ".values").fail(e.what());
       }
-      defaults.push_back(child(p, "default").is_null() ? std::nullopt : std::optional<value>(from_json(p["default"])));
+      defaults.push_back(child(p, "default").is_null() ? std::nullopt
+                                                       : std::optional<value>(from_json(p["default"])));
     }
   }
   std::vector<std::string> constraints;
   if (const auto& cs = child(node, "constraints"); !cs.is_null()) {
     if (!cs.is_array()) doc.at(join_key(kp, "constraints")).fail("expected a list of expressions");
     for (std::size_t i = 0; i < cs.size(); ++i) {
-      if (!cs[i].is_string()) doc.at(join_key(kp, "constraints") + "[" + std::to_string(i) + "]").fail("expected an expression");
+      if (!cs[i].is_string())
+        doc.at(join_key(kp, "constraints") + "[" + std::to_string(i) + "]").fail("expected an expression");
       constraints.push_back(cs[i].get<std::string>());
     }
   }
@@ -226,18 +257,23 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   for (std::size_t i = 0; i < k.space.dimension(); ++i) {
     if (!defaults[i]) continue;
     auto idx = k.space.value_index(i, *defaults[i]);
-    if (!idx) doc.at(join_key(kp, "parameters") + "[" + std::to_string(i) + "].default").fail("not one of the values");
+    if (!idx)
+      doc.at(join_key(kp, "parameters") + "[" + std::to_string(i) + "].default")
+          .fail("not one of the values");
     k.defaults[i] = *idx;
   }
   if (k.space.dimension() > 0 && !k.space.is_valid(k.defaults))
-    doc.at(join_key(kp, "parameters")).fail("the default configuration " + k.space.describe(k.defaults) + " violates the constraints");
+    doc.at(join_key(kp, "parameters"))
+        .fail("the default configuration " + k.space.describe(k.defaults) + " violates the constraints");
   // Arguments, in the kernel's parameter order.
   const auto& as = req("arguments");
-  if (!as.is_array() || as.empty()) doc.at(join_key(kp, "arguments")).fail("expected the list of the kernel's arguments");
+  if (!as.is_array() || as.empty())
+    doc.at(join_key(kp, "arguments")).fail("expected the list of the kernel's arguments");
   for (std::size_t i = 0; i < as.size(); ++i) {
     const auto key = join_key(kp, "arguments") + "[" + std::to_string(i) + "]";
     const auto& a = as[i];
-    if (!a.is_object()) doc.at(key).fail("expected {name, buffer: dtype, size, fill?, role?} or {name, scalar: dtype, value}");
+    if (!a.is_object())
+      doc.at(key).fail("expected {name, buffer: dtype, size, fill?, role?} or {name, scalar: dtype, value}");
     check_keys(doc, a, key, {"name", "buffer", "scalar", "size", "value", "fill", "role"});
     kernel_arg arg;
     arg.name = child(a, "name").is_string() ? a["name"].get<std::string>() : "arg" + std::to_string(i);
@@ -254,10 +290,14 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
       arg.fill = parse_fill(doc, child(a, "fill"), key + ".fill");
       const auto& role = child(a, "role");
       if (!role.is_null()) {
-        if (role == "in") arg.role = arg_role::in;
-        else if (role == "out") arg.role = arg_role::out;
-        else if (role == "inout") arg.role = arg_role::inout;
-        else doc.at(key + ".role").fail("expected in, out or inout");
+        if (role == "in")
+          arg.role = arg_role::in;
+        else if (role == "out")
+          arg.role = arg_role::out;
+        else if (role == "inout")
+          arg.role = arg_role::inout;
+        else
+          doc.at(key + ".role").fail("expected in, out or inout");
       }
     } else {
       arg.value = parse_expr(doc, req_or(a, "value", doc, key), key + ".value");
@@ -267,19 +307,24 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     k.args.push_back(std::move(arg));
   }
   bool any_out = false;
-  for (const auto& a : k.args) any_out |= a.buffer && a.role != arg_role::in;
-  if (!any_out) doc.at(join_key(kp, "arguments")).fail("no buffer has role out or inout: nothing could be checked");
+  for (const auto& a : k.args)
+    any_out |= a.buffer && a.role != arg_role::in;
+  if (!any_out)
+    doc.at(join_key(kp, "arguments")).fail("no buffer has role out or inout: nothing could be checked");
   auto geometry = [&](const char* name, std::array<expression, 3>& out) {
     const auto& g = req(name);
     const auto key = join_key(kp, name);
-    if (!g.is_array() || g.empty() || g.size() > 3) doc.at(key).fail("expected a list of 1 to 3 expressions (x, y, z)");
+    if (!g.is_array() || g.empty() || g.size() > 3)
+      doc.at(key).fail("expected a list of 1 to 3 expressions (x, y, z)");
     for (std::size_t d = 0; d < 3; ++d)
-      out[d] = d < g.size() ? parse_expr(doc, g[d], key + "[" + std::to_string(d) + "]") : expression::parse("1");
+      out[d] =
+          d < g.size() ? parse_expr(doc, g[d], key + "[" + std::to_string(d) + "]") : expression::parse("1");
   };
   geometry("grid", k.grid);
   geometry("block", k.block);
-  k.shared_memory = child(node, "shared_memory").is_null() ? expression::parse("0")
-                                                          : parse_expr(doc, node["shared_memory"], join_key(kp, "shared_memory"));
+  k.shared_memory = child(node, "shared_memory").is_null()
+                        ? expression::parse("0")
+                        : parse_expr(doc, node["shared_memory"], join_key(kp, "shared_memory"));
   const auto& shapes = req("shapes");
   const auto skey = join_key(kp, "shapes");
   if (!shapes.is_object()) doc.at(skey).fail("expected {time: [...], check: [...]}");
@@ -301,7 +346,8 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     } else if (r.is_object()) {
       check_keys(doc, r, rkey, {"entry", "source", "compiler_options"});
       k.reference.k = reference_spec::kind::kernel;
-      if (!child(r, "entry").is_string()) doc.at(rkey + ".entry").fail("expected the reference kernel's name");
+      if (!child(r, "entry").is_string())
+        doc.at(rkey + ".entry").fail("expected the reference kernel's name");
       k.reference.entry = r["entry"].get<std::string>();
       if (child(r, "source").is_string()) {
         k.reference.source_file = resolve_path(r["source"].get<std::string>(), doc.base_dir);
@@ -315,13 +361,16 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
         k.reference.source = k.source;
       }
       if (const auto& o = child(r, "compiler_options"); o.is_array())
-        for (const auto& x : o) k.reference.options.push_back(x.get<std::string>());
+        for (const auto& x : o)
+          k.reference.options.push_back(x.get<std::string>());
     } else {
       doc.at(rkey).fail("expected baseline, none or {entry, source?}");
     }
   }
   // Tolerances: defaults by dtype, overridable.
-  k.tolerances = {{dtype::f32, {1e-5, 1e-6}}, {dtype::f64, {1e-12, 1e-14}}, {dtype::f16, {1e-2, 1e-3}},
+  k.tolerances = {{dtype::f32, {1e-5, 1e-6}},
+                  {dtype::f64, {1e-12, 1e-14}},
+                  {dtype::f16, {1e-2, 1e-3}},
                   {dtype::bf16, {2e-2, 1e-2}}};
   if (const auto& t = child(node, "tolerance"); !t.is_null()) {
     const auto tkey = join_key(kp, "tolerance");
@@ -347,8 +396,10 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   }
   // Every expression must only use known names: check on the first time shape at the defaults.
   try {
-    for (const auto& s : k.time_shapes) resolve_launch(k, k.defaults, s);
-    for (const auto& s : k.check_shapes) resolve_launch(k, k.defaults, s);
+    for (const auto& s : k.time_shapes)
+      resolve_launch(k, k.defaults, s);
+    for (const auto& s : k.check_shapes)
+      resolve_launch(k, k.defaults, s);
   } catch (const error& e) {
     doc.at(kp).fail(std::string("the default configuration cannot be launched: ") + e.what());
   }
@@ -370,7 +421,8 @@ value eval_in(const expression& e, const kernel_spec& k, const config& c, const 
     } else if (auto it = s.find(n); it != s.end()) {
       slots.push_back(&it->second);
     } else {
-      throw error(std::string(what) + " '" + e.source() + "': unknown name '" + n + "' (not a parameter or a problem size)");
+      throw error(std::string(what) + " '" + e.source() + "': unknown name '" + n +
+                  "' (not a parameter or a problem size)");
     }
   }
   try {
@@ -396,14 +448,18 @@ launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s
     const auto g = as_count(eval_in(k.grid[d], k, c, s, "grid"), std::string("grid.") + axis[d]);
     const auto b = as_count(eval_in(k.block[d], k, c, s, "block"), std::string("block.") + axis[d]);
     const std::int64_t gmax = d == 0 ? 2147483647 : 65535;
-    if (g < 1 || g > gmax) throw error(std::string("grid.") + axis[d] + " = " + std::to_string(g) + " is out of range [1, " + std::to_string(gmax) + "]");
-    if (b < 1 || b > 1024) throw error(std::string("block.") + axis[d] + " = " + std::to_string(b) + " is out of range [1, 1024]");
+    if (g < 1 || g > gmax)
+      throw error(std::string("grid.") + axis[d] + " = " + std::to_string(g) + " is out of range [1, " +
+                  std::to_string(gmax) + "]");
+    if (b < 1 || b > 1024)
+      throw error(std::string("block.") + axis[d] + " = " + std::to_string(b) + " is out of range [1, 1024]");
     p.grid[d] = static_cast<std::uint32_t>(g);
     p.block[d] = static_cast<std::uint32_t>(b);
   }
   if (p.threads() > 1024) throw error("a block of " + std::to_string(p.threads()) + " threads exceeds 1024");
   const auto smem = as_count(eval_in(k.shared_memory, k, c, s, "shared_memory"), "shared_memory");
-  if (smem < 0 || smem > (1 << 30)) throw error("shared_memory = " + std::to_string(smem) + " bytes is out of range");
+  if (smem < 0 || smem > (1 << 30))
+    throw error("shared_memory = " + std::to_string(smem) + " bytes is out of range");
   p.shared_bytes = static_cast<std::uint32_t>(smem);
   for (const auto& a : k.args) {
     resolved_arg r;
@@ -446,7 +502,8 @@ rendered_variant render_variant(const kernel_spec& k, const config& c) {
   return v;
 }
 
-std::string with_defines(const kernel_spec& k, const config& c, const std::string& source, const std::string& file) {
+std::string with_defines(const kernel_spec& k, const config& c, const std::string& source,
+                         const std::string& file) {
   std::string defs;
   const auto params = k.space.params();
   for (std::size_t i = 0; i < params.size(); ++i) {

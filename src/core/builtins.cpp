@@ -1,7 +1,7 @@
 #include <mutex>
 
-#include "kforge/kforge.hpp"
 #include "kforge/cuda_evaluator.hpp"
+#include "kforge/kforge.hpp"
 #include "kforge/replay.hpp"
 #include "kforge/strategies/brute_force.hpp"
 #include "kforge/strategies/common.hpp"

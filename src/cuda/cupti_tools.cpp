@@ -7,6 +7,7 @@
 #include <cupti_target.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -34,13 +35,15 @@ void cupti_check(CUptiResult r, const char* where) {
 
 std::string key_of(const std::vector<std::string>& metrics) {
   std::string k;
-  for (const auto& m : metrics) k += m + ";";
+  for (const auto& m : metrics)
+    k += m + ";";
   return k;
 }
 
 std::vector<const char*> c_names(const std::vector<std::string>& metrics) {
   std::vector<const char*> v;
-  for (const auto& m : metrics) v.push_back(m.c_str());
+  for (const auto& m : metrics)
+    v.push_back(m.c_str());
   return v;
 }
 }  // namespace
@@ -51,7 +54,8 @@ struct range_profiler::config_image {
   std::size_t passes = 0;
   ~config_image() {
     if (host) {
-      auto p = make_params<CUpti_Profiler_Host_Deinitialize_Params>(CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
+      auto p = make_params<CUpti_Profiler_Host_Deinitialize_Params>(
+          CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
       p.pHostObject = host;
       cuptiProfilerHostDeinitialize(&p);
     }
@@ -66,7 +70,8 @@ range_profiler::range_profiler(CUcontext ctx, CUdevice dev, int device_index) : 
     init_result = cuptiProfilerInitialize(&p);
   });
   cupti_check(init_result, "cuptiProfilerInitialize");
-  auto sup = make_params<CUpti_Profiler_DeviceSupported_Params>(CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE);
+  auto sup =
+      make_params<CUpti_Profiler_DeviceSupported_Params>(CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE);
   sup.cuDevice = dev;
   sup.api = CUPTI_PROFILER_RANGE_PROFILING;
   cupti_check(cuptiProfilerDeviceSupported(&sup), "cuptiProfilerDeviceSupported");
@@ -84,53 +89,94 @@ range_profiler::range_profiler(CUcontext ctx, CUdevice dev, int device_index) : 
   chip.deviceIndex = static_cast<std::size_t>(device_index);
   cupti_check(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
   chip_ = chip.pChipName ? chip.pChipName : "";
-  auto av = make_params<CUpti_Profiler_GetCounterAvailability_Params>(CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
+  auto av = make_params<CUpti_Profiler_GetCounterAvailability_Params>(
+      CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
   av.ctx = ctx_;
   cupti_check(cuptiProfilerGetCounterAvailability(&av), "cuptiProfilerGetCounterAvailability(size)");
   availability_.resize(av.counterAvailabilityImageSize);
   av.pCounterAvailabilityImage = availability_.data();
   cupti_check(cuptiProfilerGetCounterAvailability(&av), "cuptiProfilerGetCounterAvailability");
+  enable();
+}
+
+range_profiler::~range_profiler() {
+  disable();
+  configs_.clear();
+}
+
+void range_profiler::enable() {
+  if (object_) return;
   auto en = make_params<CUpti_RangeProfiler_Enable_Params>(CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE);
   en.ctx = ctx_;
   cupti_check(cuptiRangeProfilerEnable(&en), "cuptiRangeProfilerEnable");
   object_ = en.pRangeProfilerObject;
 }
 
-range_profiler::~range_profiler() {
-  configs_.clear();
-  if (object_) {
+void range_profiler::disable() {
+  if (!object_) return;
+  auto p = make_params<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
+  p.pRangeProfilerObject = static_cast<CUpti_RangeProfiler_Object*>(object_);
+  cuptiRangeProfilerDisable(&p);
+  object_ = nullptr;
+}
+
+namespace {
+// One range-profiler session: enabled for one collection and disabled after it (a session that had
+// collected one metric set returned nothing for a second, multi-pass one on an H200).
+class session {
+ public:
+  explicit session(CUcontext ctx) {
+    auto en = make_params<CUpti_RangeProfiler_Enable_Params>(CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE);
+    en.ctx = ctx;
+    cupti_check(cuptiRangeProfilerEnable(&en), "cuptiRangeProfilerEnable");
+    obj_ = en.pRangeProfilerObject;
+  }
+  ~session() {
     auto p = make_params<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
-    p.pRangeProfilerObject = static_cast<CUpti_RangeProfiler_Object*>(object_);
+    p.pRangeProfilerObject = obj_;
     cuptiRangeProfilerDisable(&p);
   }
-}
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+  CUpti_RangeProfiler_Object* get() const noexcept { return obj_; }
+
+ private:
+  CUpti_RangeProfiler_Object* obj_ = nullptr;
+};
+}  // namespace
 
 range_profiler::config_image& range_profiler::config_for(const std::vector<std::string>& metrics) {
   const auto key = key_of(metrics);
   if (auto it = configs_.find(key); it != configs_.end()) return *it->second;
   auto c = std::make_unique<config_image>();
-  auto hi = make_params<CUpti_Profiler_Host_Initialize_Params>(CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE);
+  auto hi =
+      make_params<CUpti_Profiler_Host_Initialize_Params>(CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE);
   hi.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
   hi.pChipName = chip_.c_str();
   hi.pCounterAvailabilityImage = availability_.data();
   cupti_check(cuptiProfilerHostInitialize(&hi), "cuptiProfilerHostInitialize");
   c->host = hi.pHostObject;
   auto names = c_names(metrics);
-  auto am = make_params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
+  auto am = make_params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(
+      CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
   am.pHostObject = c->host;
   am.ppMetricNames = names.data();
   am.numMetrics = names.size();
-  cupti_check(cuptiProfilerHostConfigAddMetrics(&am), "cuptiProfilerHostConfigAddMetrics (unknown metric name?)");
-  auto sz = make_params<CUpti_Profiler_Host_GetConfigImageSize_Params>(CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
+  cupti_check(cuptiProfilerHostConfigAddMetrics(&am),
+              "cuptiProfilerHostConfigAddMetrics (unknown metric name?)");
+  auto sz = make_params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
+      CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
   sz.pHostObject = c->host;
   cupti_check(cuptiProfilerHostGetConfigImageSize(&sz), "cuptiProfilerHostGetConfigImageSize");
   c->image.resize(sz.configImageSize);
-  auto gi = make_params<CUpti_Profiler_Host_GetConfigImage_Params>(CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
+  auto gi = make_params<CUpti_Profiler_Host_GetConfigImage_Params>(
+      CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
   gi.pHostObject = c->host;
   gi.configImageSize = c->image.size();
   gi.pConfigImage = c->image.data();
   cupti_check(cuptiProfilerHostGetConfigImage(&gi), "cuptiProfilerHostGetConfigImage");
-  auto np = make_params<CUpti_Profiler_Host_GetNumOfPasses_Params>(CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
+  auto np = make_params<CUpti_Profiler_Host_GetNumOfPasses_Params>(
+      CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
   np.configImageSize = c->image.size();
   np.pConfigImage = c->image.data();
   cupti_check(cuptiProfilerHostGetNumOfPasses(&np), "cuptiProfilerHostGetNumOfPasses");
@@ -140,14 +186,48 @@ range_profiler::config_image& range_profiler::config_for(const std::vector<std::
   return ref;
 }
 
-std::size_t range_profiler::passes(const std::vector<std::string>& metrics) { return config_for(metrics).passes; }
+std::size_t range_profiler::passes(const std::vector<std::string>& metrics) {
+  return config_for(metrics).passes;
+}
 
 std::map<std::string, double> range_profiler::profile(const std::vector<std::string>& metrics,
-                                                      const std::function<void()>& launch) {
+                                                      const std::function<void()>& prepare,
+                                                      const std::function<void()>& launch,
+                                                      bool fresh_session) {
+  std::map<std::string, double> out;
+  if (fresh_session) {
+    // A session that has collected one metric set returned nothing for a second, multi-pass set (H200,
+    // CUDA 13.0): collect that one in a session of its own, then restore the persistent session.
+    disable();
+    try {
+      session s(ctx_);
+      out = collect(s.get(), metrics, prepare, launch, false);
+    } catch (...) {
+      enable();
+      throw;
+    }
+    enable();
+  } else {
+    enable();
+    out = collect(object_, metrics, prepare, launch, false);
+  }
+  const bool empty =
+      std::all_of(metrics.begin(), metrics.end(), [&](const std::string& m) { return std::isnan(out[m]); });
+  if (empty && config_for(metrics).passes > 1) {
+    out = collect(object_, metrics, prepare, launch, true);
+    out["cupti.user_replay"] = 1;
+  }
+  return out;
+}
+
+std::map<std::string, double> range_profiler::collect(void* object, const std::vector<std::string>& metrics,
+                                                      const std::function<void()>& prepare,
+                                                      const std::function<void()>& launch, bool user_replay) {
   auto& cfg = config_for(metrics);
-  auto* obj = static_cast<CUpti_RangeProfiler_Object*>(object_);
+  auto* obj = static_cast<CUpti_RangeProfiler_Object*>(object);
   auto names = c_names(metrics);
-  auto ds = make_params<CUpti_RangeProfiler_GetCounterDataSize_Params>(CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);
+  auto ds = make_params<CUpti_RangeProfiler_GetCounterDataSize_Params>(
+      CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);
   ds.pRangeProfilerObject = obj;
   ds.pMetricNames = names.data();
   ds.numMetrics = names.size();
@@ -155,42 +235,53 @@ std::map<std::string, double> range_profiler::profile(const std::vector<std::str
   ds.maxNumRangeTreeNodes = 1;
   cupti_check(cuptiRangeProfilerGetCounterDataSize(&ds), "cuptiRangeProfilerGetCounterDataSize");
   std::vector<std::uint8_t> data(ds.counterDataSize);
-  auto ci = make_params<CUpti_RangeProfiler_CounterDataImage_Initialize_Params>(CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE);
+  auto ci = make_params<CUpti_RangeProfiler_CounterDataImage_Initialize_Params>(
+      CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE);
   ci.pRangeProfilerObject = obj;
   ci.counterDataSize = data.size();
   ci.pCounterData = data.data();
-  cupti_check(cuptiRangeProfilerCounterDataImageInitialize(&ci), "cuptiRangeProfilerCounterDataImageInitialize");
-  auto sc = make_params<CUpti_RangeProfiler_SetConfig_Params>(CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE);
+  cupti_check(cuptiRangeProfilerCounterDataImageInitialize(&ci),
+              "cuptiRangeProfilerCounterDataImageInitialize");
+  auto sc =
+      make_params<CUpti_RangeProfiler_SetConfig_Params>(CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE);
   sc.pRangeProfilerObject = obj;
   sc.configSize = cfg.image.size();
   sc.pConfig = cfg.image.data();
   sc.counterDataImageSize = data.size();
   sc.pCounterDataImage = data.data();
   sc.range = CUPTI_AutoRange;
-  sc.replayMode = CUPTI_KernelReplay;
+  sc.replayMode = user_replay ? CUPTI_UserReplay : CUPTI_KernelReplay;
   sc.maxRangesPerPass = 1;
   sc.numNestingLevels = 1;
   sc.minNestingLevel = 1;
   sc.passIndex = 0;
   sc.targetNestingLevel = 1;
   cupti_check(cuptiRangeProfilerSetConfig(&sc), "cuptiRangeProfilerSetConfig");
-  auto st = make_params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
-  st.pRangeProfilerObject = obj;
-  cupti_check(cuptiRangeProfilerStart(&st), "cuptiRangeProfilerStart");
-  launch();
-  auto sp = make_params<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
-  sp.pRangeProfilerObject = obj;
-  cupti_check(cuptiRangeProfilerStop(&sp), "cuptiRangeProfilerStop");
-  auto dd = make_params<CUpti_RangeProfiler_DecodeData_Params>(CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
+  for (int pass = 0; pass < 64; ++pass) {
+    prepare();  // outside the range: only `launch`'s kernel is profiled
+    auto st = make_params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
+    st.pRangeProfilerObject = obj;
+    cupti_check(cuptiRangeProfilerStart(&st), "cuptiRangeProfilerStart");
+    launch();
+    auto sp = make_params<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
+    sp.pRangeProfilerObject = obj;
+    cupti_check(cuptiRangeProfilerStop(&sp), "cuptiRangeProfilerStop");
+    if (sp.isAllPassSubmitted) break;
+  }
+  auto dd =
+      make_params<CUpti_RangeProfiler_DecodeData_Params>(CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
   dd.pRangeProfilerObject = obj;
   cupti_check(cuptiRangeProfilerDecodeData(&dd), "cuptiRangeProfilerDecodeData");
-  auto info = make_params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
+  auto info = make_params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(
+      CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
   info.pCounterDataImage = data.data();
   info.counterDataImageSize = data.size();
   cupti_check(cuptiRangeProfilerGetCounterDataInfo(&info), "cuptiRangeProfilerGetCounterDataInfo");
-  if (info.numTotalRanges < 1) throw profiling_unavailable("the profiler recorded no range (was a kernel launched?)");
+  if (info.numTotalRanges < 1)
+    throw profiling_unavailable("the profiler recorded no range (was a kernel launched?)");
   std::vector<double> values(names.size(), 0.0);
-  auto ev = make_params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
+  auto ev = make_params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
+      CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
   ev.pHostObject = cfg.host;
   ev.pCounterDataImage = data.data();
   ev.counterDataImageSize = data.size();
@@ -200,7 +291,8 @@ std::map<std::string, double> range_profiler::profile(const std::vector<std::str
   ev.pMetricValues = values.data();
   cupti_check(cuptiProfilerHostEvaluateToGpuValues(&ev), "cuptiProfilerHostEvaluateToGpuValues");
   std::map<std::string, double> out;
-  for (std::size_t i = 0; i < metrics.size(); ++i) out[metrics[i]] = values[i];
+  for (std::size_t i = 0; i < metrics.size(); ++i)
+    out[metrics[i]] = values[i];
   out["cupti.passes"] = static_cast<double>(cfg.passes);
   return out;
 }

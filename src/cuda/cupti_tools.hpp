@@ -33,16 +33,27 @@ class range_profiler {
   const std::string& chip() const noexcept { return chip_; }
   /// Replay passes that `metrics` need on this chip.
   std::size_t passes(const std::vector<std::string>& metrics);
-  /// Metrics of the single kernel that `launch` enqueues (kernel replay restores memory between passes).
-  std::map<std::string, double> profile(const std::vector<std::string>& metrics, const std::function<void()>& launch);
+  /// Metrics of the single kernel that `launch` enqueues. `prepare` (re-create the inputs) runs before
+  /// each replay pass, outside the profiled region: with automatic ranges every kernel launched inside it
+  /// would be a range of its own. Kernel replay needs one pass of `launch` (CUPTI restores memory); user
+  /// replay, the fallback for multi-pass sets that kernel replay returns empty, calls both once per pass.
+  /// `fresh_session`: collect in a session of its own (needed for a second, multi-pass metric set).
+  std::map<std::string, double> profile(const std::vector<std::string>& metrics,
+                                        const std::function<void()>& prepare,
+                                        const std::function<void()>& launch, bool fresh_session = false);
 
  private:
   struct config_image;
+  std::map<std::string, double> collect(void* object, const std::vector<std::string>& metrics,
+                                        const std::function<void()>& prepare,
+                                        const std::function<void()>& launch, bool user_replay);
+  void enable();
+  void disable();
+  void* object_ = nullptr;  // the persistent session (CUpti_RangeProfiler_Object*)
   config_image& config_for(const std::vector<std::string>& metrics);
   CUcontext ctx_;
   std::string chip_;
   std::vector<std::uint8_t> availability_;
-  void* object_ = nullptr;  // CUpti_RangeProfiler_Object*
   std::map<std::string, std::unique_ptr<config_image>> configs_;
 };
 

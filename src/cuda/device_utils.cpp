@@ -8,7 +8,8 @@
 namespace kf::cuda {
 
 namespace {
-const char* type_names[12] = {"f32", "f64", "f16", "bf16", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64"};
+const char* type_names[12] = {"f32", "f64", "f16", "bf16", "i8",  "u8",
+                              "i16", "u16", "i32", "u32",  "i64", "u64"};
 }
 
 const std::string& device_utils_source() {
@@ -127,7 +128,8 @@ device_utils::device_utils(const compiler& c, const std::string& arch) {
   const auto& d = driver();
   check(d.cuModuleLoadData_(&module_, res.cubin.data()), "cuModuleLoadData(helpers)");
   for (int i = 0; i < 12; ++i) {
-    check(d.cuModuleGetFunction_(&fill_[i], module_, (std::string("kf_fill_") + type_names[i]).c_str()), "helper fill");
+    check(d.cuModuleGetFunction_(&fill_[i], module_, (std::string("kf_fill_") + type_names[i]).c_str()),
+          "helper fill");
     check(d.cuModuleGetFunction_(&compare_[i], module_, (std::string("kf_compare_") + type_names[i]).c_str()),
           "helper compare");
   }
@@ -155,7 +157,8 @@ void device_utils::fill(CUdeviceptr ptr, dtype t, std::uint64_t count, const fil
   int kind = static_cast<int>(f.k);
   double a = f.a, b = f.b;
   void* args[] = {&ptr, &count, &kind, &a, &b, &seed};
-  check(driver().cuLaunchKernel_(fill_[static_cast<int>(t)], grid_for(count), 1, 1, 256, 1, 1, 0, s, args, nullptr),
+  check(driver().cuLaunchKernel_(fill_[static_cast<int>(t)], grid_for(count), 1, 1, 256, 1, 1, 0, s, args,
+                                 nullptr),
         "fill launch");
 }
 
@@ -167,8 +170,9 @@ compare_result device_utils::compare(CUdeviceptr out, CUdeviceptr ref, dtype t, 
   double rel = tol.rel, abs_tol = tol.abs;
   CUdeviceptr stats = stats_;
   void* args[] = {&out, &ref, &count, &rel, &abs_tol, &stats};
-  check(d.cuLaunchKernel_(compare_[static_cast<int>(t)], grid_for(count), 1, 1, 256, 1, 1, 0, s, args, nullptr),
-        "compare launch");
+  check(
+      d.cuLaunchKernel_(compare_[static_cast<int>(t)], grid_for(count), 1, 1, 256, 1, 1, 0, s, args, nullptr),
+      "compare launch");
   check(d.cuStreamSynchronize_(s), "compare");
   std::uint64_t got[4];
   check(d.cuMemcpyDtoH_(got, stats_, sizeof got), "compare read");

@@ -17,10 +17,10 @@ const std::string& device_utils_source();
 
 /// Result of comparing an output buffer with the reference output.
 struct compare_result {
-  std::uint64_t bad = 0;          ///< elements outside tolerance (NaN included)
-  std::uint64_t nan = 0;          ///< NaN or Inf where the reference is finite (also unwritten: poisoned)
-  std::uint64_t first_bad = 0;    ///< index of the first bad element (valid when bad > 0)
-  double max_abs_error = 0;       ///< over finite pairs
+  std::uint64_t bad = 0;        ///< elements outside tolerance (NaN included)
+  std::uint64_t nan = 0;        ///< NaN or Inf where the reference is finite (also unwritten: poisoned)
+  std::uint64_t first_bad = 0;  ///< index of the first bad element (valid when bad > 0)
+  double max_abs_error = 0;     ///< over finite pairs
 };
 
 class device_utils {
@@ -32,7 +32,8 @@ class device_utils {
   device_utils& operator=(const device_utils&) = delete;
 
   /// Fills `count` elements of type `t` at `ptr` per `f`, with a counter-based generator keyed by `seed`.
-  void fill(CUdeviceptr ptr, dtype t, std::uint64_t count, const fill_spec& f, std::uint64_t seed, CUstream s) const;
+  void fill(CUdeviceptr ptr, dtype t, std::uint64_t count, const fill_spec& f, std::uint64_t seed,
+            CUstream s) const;
   /// Compares `out` with `ref` (`count` elements of `t`): |out - ref| <= abs + rel |ref|, NaN fails.
   compare_result compare(CUdeviceptr out, CUdeviceptr ref, dtype t, std::uint64_t count, const tolerance& tol,
                          CUstream s) const;

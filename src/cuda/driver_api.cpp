@@ -13,8 +13,8 @@ driver_api load() {
   void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = ::dlerror();
-    throw error(std::string("the CUDA driver (libcuda.so.1) cannot be loaded: ") + (e ? e : "unknown reason") +
-                "; GPU evaluation needs an NVIDIA driver");
+    throw error(std::string("the CUDA driver (libcuda.so.1) cannot be loaded: ") +
+                (e ? e : "unknown reason") + "; GPU evaluation needs an NVIDIA driver");
   }
   using get_proc_t = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   auto get_proc = reinterpret_cast<get_proc_t>(::dlsym(lib, "cuGetProcAddress_v2"));
@@ -78,8 +78,10 @@ bool cuda_failure::sticky() const noexcept {
     case CUDA_ERROR_ECC_UNCORRECTABLE:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
     case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_UNKNOWN: return true;
-    default: return false;
+    case CUDA_ERROR_UNKNOWN:
+      return true;
+    default:
+      return false;
   }
 }
 

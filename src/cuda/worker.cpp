@@ -101,7 +101,8 @@ gpu_worker::gpu_worker(int device_ordinal, const std::filesystem::path& cache_di
   l.shared_reserved_per_block = attr(dev_, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK);
   l.warp_size = attr(dev_, CU_DEVICE_ATTRIBUTE_WARP_SIZE);
   compiler_ = std::make_unique<compiler>(cache_dir);
-  utils_ = std::make_unique<device_utils>(*compiler_, "sm_" + std::to_string(info_.cc_major * 10 + info_.cc_minor));
+  utils_ = std::make_unique<device_utils>(*compiler_,
+                                          "sm_" + std::to_string(info_.cc_major * 10 + info_.cc_minor));
   clock_ = std::make_unique<nvml_clock>(info_.pci_bus_id);
   info_.max_sm_clock_mhz = clock_->max_sm_mhz();
   // Twice the L2, rewritten before each timed launch so that every launch starts with a cold cache.
@@ -122,8 +123,10 @@ gpu_worker::~gpu_worker() {
     const auto& d = driver();
     profiler_.reset();
     d.cuStreamSynchronize_(stream_);
-    for (auto& m : modules_) d.cuModuleUnload_(m.module);
-    for (auto& [bytes, p] : free_buffers_) d.cuMemFree_(p);
+    for (auto& m : modules_)
+      d.cuModuleUnload_(m.module);
+    for (auto& [bytes, p] : free_buffers_)
+      d.cuMemFree_(p);
     if (flush_.ptr) d.cuMemFree_(flush_.ptr);
     utils_.reset();
     d.cuStreamDestroy_(stream_);
@@ -177,12 +180,14 @@ gpu_worker::buffer gpu_worker::acquire(std::size_t bytes) {
   buffer b{0, bytes};
   CUresult r = d.cuMemAlloc_(&b.ptr, bytes);
   if (r == CUDA_ERROR_OUT_OF_MEMORY && !free_buffers_.empty()) {
-    for (auto& [sz, p] : free_buffers_) d.cuMemFree_(p);
+    for (auto& [sz, p] : free_buffers_)
+      d.cuMemFree_(p);
     free_buffers_.clear();
     pooled_bytes_ = 0;
     r = d.cuMemAlloc_(&b.ptr, bytes);
   }
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) fail(status::invalid, "buffers of " + std::to_string(bytes) + " bytes do not fit in device memory");
+  if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    fail(status::invalid, "buffers of " + std::to_string(bytes) + " bytes do not fit in device memory");
   check(r, "cuMemAlloc");
   return b;
 }
@@ -227,7 +232,9 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
   try {
     auto t0 = clock_type::now();
     const auto& cand = load(req.module_path, req.function);
-    const module_entry* ref = req.reference_module_path.empty() ? nullptr : &load(req.reference_module_path, req.reference_function);
+    const module_entry* ref = req.reference_module_path.empty()
+                                  ? nullptr
+                                  : &load(req.reference_module_path, req.reference_function);
     const CUfunction cand_fn = cand.function;  // the LRU list may move entries; keep the handles
     const CUfunction ref_fn = ref ? ref->function : nullptr;
     int v = 0;
@@ -242,8 +249,8 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
     resp.load_s = ms_since(t0) / 1e3;
 
     auto launch = [&](CUfunction fn, const gpu::launch_geometry& g, kernel_params& kp) {
-      const CUresult r = d.cuLaunchKernel_(fn, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2],
-                                           g.shared_bytes, stream_, kp.ptrs.data(), nullptr);
+      const CUresult r = d.cuLaunchKernel_(fn, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
+                                           g.block[2], g.shared_bytes, stream_, kp.ptrs.data(), nullptr);
       if (r != CUDA_SUCCESS) fail_cuda(cuda_failure(r, "cuLaunchKernel"), "launching the kernel");
     };
     // Runs one launch to completion under the watchdog; returns its event-timed duration in ms.
@@ -254,7 +261,9 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
       check(d.cuEventRecord_(ev_b, stream_), "cuEventRecord");
       try {
         if (!wait(ev_b, deadline_ms))
-          fail(status::timeout, std::string(what) + " ran longer than the watchdog's " + std::to_string(deadline_ms) + " ms", true);
+          fail(status::timeout,
+               std::string(what) + " ran longer than the watchdog's " + std::to_string(deadline_ms) + " ms",
+               true);
       } catch (const cuda_failure& f) {
         fail_cuda(f, what);
       }
@@ -270,11 +279,15 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
       const auto& g = job.candidate;
       const std::uint64_t threads = std::uint64_t{g.block[0]} * g.block[1] * g.block[2];
       if (max_threads > 0 && threads > static_cast<std::uint64_t>(max_threads))
-        fail(status::launch_failed, "a block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
+        fail(status::launch_failed, "a block of " + std::to_string(threads) +
+                                        " threads exceeds the kernel's limit of " +
                                         std::to_string(max_threads) + " (registers or launch bounds)");
       if (g.shared_bytes > 48 * 1024) {
-        const CUresult r = d.cuFuncSetAttribute_(cand_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(g.shared_bytes));
-        if (r != CUDA_SUCCESS) fail(status::launch_failed, "dynamic shared memory of " + std::to_string(g.shared_bytes) + " bytes: " + describe(r));
+        const CUresult r = d.cuFuncSetAttribute_(cand_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                 static_cast<int>(g.shared_bytes));
+        if (r != CUDA_SUCCESS)
+          fail(status::launch_failed,
+               "dynamic shared memory of " + std::to_string(g.shared_bytes) + " bytes: " + describe(r));
       }
       // Buffers and the parameter array.
       std::vector<buffer> bufs(job.args.size());
@@ -294,7 +307,9 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
               std::memcpy(&kp.storage[i], &f, sizeof f);
               break;
             }
-            case dtype::f64: std::memcpy(&kp.storage[i], &a.scalar, sizeof(double)); break;
+            case dtype::f64:
+              std::memcpy(&kp.storage[i], &a.scalar, sizeof(double));
+              break;
             default: {
               const std::int64_t x = a.scalar_int;  // little endian: the low bytes are the narrower types
               std::memcpy(&kp.storage[i], &x, sizeof x);
@@ -308,7 +323,8 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
           const auto& a = job.args[i];
           if (!a.buffer) continue;
           if (a.role == arg_role::out)
-            check(d.cuMemsetD8Async_(bufs[i].ptr, 0xFF, a.count * size_of(a.type), stream_), "poison");  // NaN / -1
+            check(d.cuMemsetD8Async_(bufs[i].ptr, 0xFF, a.count * size_of(a.type), stream_),
+                  "poison");  // NaN / -1
           else
             utils_->fill(bufs[i].ptr, a.type, a.count, a.fill, seed * 1000003ULL + i, stream_);
         }
@@ -334,7 +350,8 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
         try {
           ref_ms = run_once(ref_fn, *job.reference, kp, req.watchdog.min_ms * 10, "the reference");
         } catch (const evaluation_failure& f) {
-          fail(f.st == status::timeout ? status::timeout : status::crashed, "the reference kernel failed: " + f.message, true);
+          fail(f.st == status::timeout ? status::timeout : status::crashed,
+               "the reference kernel failed: " + f.message, true);
         }
         deadline = std::max(req.watchdog.min_ms, req.watchdog.factor * ref_ms);
         for (std::size_t i = 0; i < job.args.size(); ++i) {
@@ -342,8 +359,10 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
           if (!a.buffer || a.role == arg_role::in) continue;
           const auto bytes = a.count * size_of(a.type);
           check(d.cuMemcpyDtoDAsync_(expected[i].ptr, bufs[i].ptr, bytes, stream_), "keep reference output");
-          if (a.role == arg_role::inout) check(d.cuMemcpyDtoDAsync_(bufs[i].ptr, saved[i].ptr, bytes, stream_), "restore inout");
-          else check(d.cuMemsetD8Async_(bufs[i].ptr, 0xFF, bytes, stream_), "poison");
+          if (a.role == arg_role::inout)
+            check(d.cuMemcpyDtoDAsync_(bufs[i].ptr, saved[i].ptr, bytes, stream_), "restore inout");
+          else
+            check(d.cuMemsetD8Async_(bufs[i].ptr, 0xFF, bytes, stream_), "poison");
         }
         run_once(cand_fn, g, kp, deadline, "the kernel");
         for (std::size_t i = 0; i < job.args.size(); ++i) {
@@ -355,11 +374,13 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
           if (cmp.bad > 0) {
             char buf[400];
             std::snprintf(buf, sizeof buf,
-                          "argument #%zu: %llu of %llu elements outside tolerance (rel %g, abs %g), first at index %llu; "
+                          "argument #%zu: %llu of %llu elements outside tolerance (rel %g, abs %g), first at "
+                          "index %llu; "
                           "%llu NaN/Inf or unwritten; max |error| %.3g (shape %zu)",
-                          i, static_cast<unsigned long long>(cmp.bad), static_cast<unsigned long long>(a.count), tol.rel,
-                          tol.abs, static_cast<unsigned long long>(cmp.first_bad), static_cast<unsigned long long>(cmp.nan),
-                          cmp.max_abs_error, si);
+                          i, static_cast<unsigned long long>(cmp.bad),
+                          static_cast<unsigned long long>(a.count), tol.rel, tol.abs,
+                          static_cast<unsigned long long>(cmp.first_bad),
+                          static_cast<unsigned long long>(cmp.nan), cmp.max_abs_error, si);
             fail(status::wrong_result, buf);
           }
         }
@@ -370,7 +391,8 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
         auto tb = clock_type::now();
         prepare_inputs(job.seed + 7919);
         const int warm = std::max(1, req.timing.warmup);
-        for (int w = 0; w < warm; ++w) run_once(cand_fn, g, kp, deadline, "the kernel (warm-up)");
+        for (int w = 0; w < warm; ++w)
+          run_once(cand_fn, g, kp, deadline, "the kernel (warm-up)");
         // Batches for launches shorter than min_batch_us (one flush per batch).
         int batch = 1;
         if (req.timing.min_batch_us > 0) {
@@ -388,14 +410,16 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
           check(d.cuEventCreate_(&ends[k], CU_EVENT_DEFAULT), "cuEventCreate");
         }
         auto destroy_events = [&] {
-          for (int k = 0; k < round; ++k) d.cuEventDestroy_(starts[k]), d.cuEventDestroy_(ends[k]);
+          for (int k = 0; k < round; ++k)
+            d.cuEventDestroy_(starts[k]), d.cuEventDestroy_(ends[k]);
         };
         try {
           while (true) {
             for (int k = 0; k < round; ++k) {
               if (req.timing.flush_l2) flush_l2();
               check(d.cuEventRecord_(starts[k], stream_), "cuEventRecord");
-              for (int b = 0; b < batch; ++b) launch(cand_fn, g, kp);
+              for (int b = 0; b < batch; ++b)
+                launch(cand_fn, g, kp);
               check(d.cuEventRecord_(ends[k], stream_), "cuEventRecord");
             }
             try {
@@ -444,17 +468,23 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
         if (!profiler_) {
           resp.notes = "profiling unavailable: " + info_.profiling_note;
         } else {
-          prepare_inputs(job.seed + 104729);
-          try {
+          // Fresh inputs and a cold L2 before each profiled pass, outside the profiled region.
+          auto prepare = [&] {
+            prepare_inputs(job.seed + 104729);
             if (req.timing.flush_l2) flush_l2();
             check(d.cuStreamSynchronize_(stream_), "before profiling");
-            auto m = profiler_->profile(req.metrics, [&] { launch(cand_fn, g, kp); });
-            for (auto& [k, val] : m) resp.metrics[k] = val;
+          };
+          auto run = [&] { launch(cand_fn, g, kp); };
+          try {
+            auto m = profiler_->profile(req.metrics, prepare, run);
+            for (auto& [k, val] : m)
+              resp.metrics[k] = val;
             const auto med = resp.metrics.find("time.median_ms.shape" + std::to_string(si));
-            if (!req.deep_metrics.empty() && med != resp.metrics.end() && med->second < req.deep_if_faster_than_ms) {
-              if (req.timing.flush_l2) flush_l2();
-              auto deep = profiler_->profile(req.deep_metrics, [&] { launch(cand_fn, g, kp); });
-              for (auto& [k, val] : deep) resp.metrics[k == "cupti.passes" ? "cupti.deep_passes" : k] = val;
+            if (!req.deep_metrics.empty() && med != resp.metrics.end() &&
+                med->second < req.deep_if_faster_than_ms) {
+              auto deep = profiler_->profile(req.deep_metrics, prepare, run, true);
+              for (auto& [k, val] : deep)
+                resp.metrics[k == "cupti.passes" ? "cupti.deep_passes" : k] = val;
             }
           } catch (const profiling_unavailable& e) {
             resp.notes = std::string("profiling failed, timing only: ") + e.what();
@@ -465,7 +495,8 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
         resp.profile_s += ms_since(tp) / 1e3;
       }
       check(d.cuStreamSynchronize_(stream_), "end of shape");
-      for (auto& b : held) release(b);
+      for (auto& b : held)
+        release(b);
       held.clear();
     }
     resp.st = status::ok;
@@ -482,7 +513,8 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
   }
   if (!resp.fatal) {
     d.cuStreamSynchronize_(stream_);
-    for (auto& b : held) release(b);
+    for (auto& b : held)
+      release(b);
     d.cuEventDestroy_(ev_a);
     d.cuEventDestroy_(ev_b);
   }

@@ -100,12 +100,14 @@ struct worker_proc {
   bool broken = false;  // could not start
   std::string broken_reason;
   std::filesystem::path log;
+  double busy_s = 0;  // time spent on requests (dispatch to answer), for the utilisation
 };
 
 struct job {
-  trial t;                       // template: sequence, cfg, static metrics, compile cost
+  trial t;  // template: sequence, cfg, static metrics, compile cost
   gpu::evaluate_request request;
   clock_type::time_point submitted;
+  clock_type::time_point dispatched;  // sent to a worker
   int attempts = 0;
 };
 }  // namespace
@@ -118,7 +120,10 @@ class cuda_evaluator final : public async_evaluator {
   void submit(std::vector<evaluation_request> requests) override;
   std::vector<trial> collect(bool wait) override;
   std::size_t in_flight() const override;
-  std::size_t parallelism() const override { return std::max<std::size_t>(1, workers_.size()) * 2; }
+  /// Enough proposals per batch to keep every compile thread and every worker busy.
+  std::size_t parallelism() const override {
+    return std::max<std::size_t>(std::max<std::size_t>(1, workers_.size()) * 2, compile_threads_);
+  }
   nlohmann::json describe() const override;
   bool simulated_clock() const override { return false; }
 
@@ -151,6 +156,7 @@ class cuda_evaluator final : public async_evaluator {
   double driver_timeout_s_ = 120;
   std::string profiling_note_;
   std::vector<std::string> worker_args_;
+  std::size_t compile_threads_ = 1;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -168,16 +174,19 @@ class cuda_evaluator final : public async_evaluator {
   std::thread thread_;
 };
 
-cuda_evaluator::cuda_evaluator(std::shared_ptr<const kernel_spec> spec, const options& o, const evaluator_context& ctx)
+cuda_evaluator::cuda_evaluator(std::shared_ptr<const kernel_spec> spec, const options& o,
+                               const evaluator_context& ctx)
     : spec_(std::move(spec)) {
   // A worker that dies closes its pipe: writing to it must fail with EPIPE, not kill kforge.
   ::signal(SIGPIPE, SIG_IGN);
   cache_dir_ = o.has("cache_dir") ? std::filesystem::path(resolve_path(o.string("cache_dir"), ctx.base_dir))
                                   : default_cache_dir();
-  worker_path_ = o.has("worker") ? std::filesystem::path(resolve_path(o.string("worker"), ctx.base_dir)) : default_worker_path();
+  worker_path_ = o.has("worker") ? std::filesystem::path(resolve_path(o.string("worker"), ctx.base_dir))
+                                 : default_worker_path();
   if (o.has("worker_args")) worker_args_ = o.json("worker_args").get<std::vector<std::string>>();
   if (!std::filesystem::exists(worker_path_))
-    o.fail("worker", "the worker program " + worker_path_.string() + " does not exist (build target kforge-worker)");
+    o.fail("worker",
+           "the worker program " + worker_path_.string() + " does not exist (build target kforge-worker)");
   log_dir_ = ctx.run_dir.empty() ? cache_dir_ / "logs" : ctx.run_dir / "workers";
   std::filesystem::create_directories(cache_dir_ / "cubin");
   std::filesystem::create_directories(log_dir_);
@@ -196,12 +205,18 @@ cuda_evaluator::cuda_evaluator(std::shared_ptr<const kernel_spec> spec, const op
   profile_ = o.boolean("profile");
   static_filter_ = o.boolean("static_filter");
   metrics_ = o.has("metrics") ? o.json("metrics").get<std::vector<std::string>>() : default_metrics();
-  deep_metrics_ = o.has("deep_metrics") ? o.json("deep_metrics").get<std::vector<std::string>>() : deep_metrics();
+  if (o.boolean("deep_profile"))
+    deep_metrics_ =
+        o.has("deep_metrics") ? o.json("deep_metrics").get<std::vector<std::string>>() : deep_metrics();
+  else if (o.has("deep_metrics"))
+    o.fail("deep_metrics", "set deep_profile: true to collect them");
   driver_timeout_s_ = o.real("request_timeout_s");
 
   compiler_ = std::make_unique<compiler>(cache_dir_ / "nvrtc");
-  const auto threads = static_cast<std::size_t>(o.integer("compile_threads") > 0 ? o.integer("compile_threads")
-                                                                                 : std::max(1u, std::thread::hardware_concurrency()));
+  const auto threads = static_cast<std::size_t>(o.integer("compile_threads") > 0
+                                                    ? o.integer("compile_threads")
+                                                    : std::max(1u, std::thread::hardware_concurrency()));
+  compile_threads_ = threads;
   pool_ = std::make_unique<compile_pool>(*compiler_, threads, 2 * threads + 4);
 
   // The reference module.
@@ -213,7 +228,8 @@ cuda_evaluator::cuda_evaluator(std::shared_ptr<const kernel_spec> spec, const op
     ref.options = k.compiler_options;
     ref.options.insert(ref.options.end(), k.reference.options.begin(), k.reference.options.end());
     // The reference sees the default configuration's #defines too (it may share the kernel's source).
-    if (k.injection == "defines") ref.source = with_defines(k, k.defaults, k.reference.source, k.reference.source_file);
+    if (k.injection == "defines")
+      ref.source = with_defines(k, k.defaults, k.reference.source, k.reference.source_file);
     ref.name_expressions = {k.reference.entry};
   } else if (k.reference.k == reference_spec::kind::baseline) {
     const auto v = render_variant(k, k.defaults);
@@ -240,7 +256,8 @@ cuda_evaluator::cuda_evaluator(std::shared_ptr<const kernel_spec> spec, const op
     if (n <= 0)
       throw error("no GPU is visible to " + worker_path_.string() +
                   " (no driver, or CUDA_VISIBLE_DEVICES hides every device); the cuda evaluator needs one");
-    for (int d = 0; d < n; ++d) devices.push_back(d);
+    for (int d = 0; d < n; ++d)
+      devices.push_back(d);
   }
   const auto per_device = static_cast<int>(o.integer("workers_per_device"));
   for (int d : devices)
@@ -253,8 +270,10 @@ cuda_evaluator::cuda_evaluator(std::shared_ptr<const kernel_spec> spec, const op
   std::string failures;
   int started = 0;
   for (auto& w : workers_) {
-    if (start_worker(w)) ++started;
-    else failures += "\n  GPU " + std::to_string(w.device) + ": " + w.broken_reason;
+    if (start_worker(w))
+      ++started;
+    else
+      failures += "\n  GPU " + std::to_string(w.device) + ": " + w.broken_reason;
   }
   if (started == 0) throw error("no GPU worker could start:" + failures);
   limits_ = workers_.front().info.limits;
@@ -283,7 +302,8 @@ int cuda_evaluator::count_devices() const {
   std::string out;
   char buf[256];
   ssize_t n;
-  while (rc == 0 && (n = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  while (rc == 0 && (n = ::read(fds[0], buf, sizeof buf)) > 0)
+    out.append(buf, static_cast<std::size_t>(n));
   ::close(fds[0]);
   if (rc == 0) {
     int st = 0;
@@ -310,10 +330,13 @@ bool cuda_evaluator::start_worker(worker_proc& w) {
   posix_spawn_file_actions_addopen(&fa, 2, w.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_addclose(&fa, in[1]);
   posix_spawn_file_actions_addclose(&fa, out[0]);
-  const std::string path = worker_path_.string(), dev = std::to_string(w.device), cache = (cache_dir_ / "nvrtc").string();
-  std::vector<char*> argv = {const_cast<char*>(path.c_str()), const_cast<char*>("--device"), const_cast<char*>(dev.c_str()),
-                             const_cast<char*>("--cache"), const_cast<char*>(cache.c_str())};
-  for (auto& a : worker_args_) argv.push_back(a.data());
+  const std::string path = worker_path_.string(), dev = std::to_string(w.device),
+                    cache = (cache_dir_ / "nvrtc").string();
+  std::vector<char*> argv = {const_cast<char*>(path.c_str()), const_cast<char*>("--device"),
+                             const_cast<char*>(dev.c_str()), const_cast<char*>("--cache"),
+                             const_cast<char*>(cache.c_str())};
+  for (auto& a : worker_args_)
+    argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), environ);
@@ -370,7 +393,8 @@ bool cuda_evaluator::start_worker(worker_proc& w) {
 
 void cuda_evaluator::stop_worker(worker_proc& w, bool kill_it) {
   if (w.pid > 0) {
-    if (kill_it) ::kill(w.pid, SIGKILL);
+    if (kill_it)
+      ::kill(w.pid, SIGKILL);
     else if (w.to_worker >= 0) {
       const std::string bye = "{\"op\":\"exit\"}\n";
       (void)!::write(w.to_worker, bye.data(), bye.size());
@@ -396,7 +420,8 @@ cuda_evaluator::~cuda_evaluator() {
   stop_ = true;
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  for (auto& w : workers_) stop_worker(w, w.busy);
+  for (auto& w : workers_)
+    stop_worker(w, w.busy);
 }
 
 std::string cuda_evaluator::write_cubin(const compile_result& r) const {
@@ -431,8 +456,10 @@ std::vector<gpu::shape_job> cuda_evaluator::shapes_for(const config& c, std::uin
     j.seed = seed * 131 + out.size();
     out.push_back(std::move(j));
   };
-  for (const auto& s : k.check_shapes) add(s, false);
-  for (const auto& s : k.time_shapes) add(s, true);
+  for (const auto& s : k.check_shapes)
+    add(s, false);
+  for (const auto& s : k.time_shapes)
+    add(s, true);
   // The first timed shape is profiled.
   bool profiled = false;
   for (auto& j : out) {
@@ -540,13 +567,20 @@ void cuda_evaluator::on_response(worker_proc& w, const std::string& line) {
     t.time_iqr_ms = s.iqr;
     t.time_min_ms = s.min;
   }
-  for (auto& [k, v] : r.metrics) t.metrics[k] = v;
+  for (auto& [k, v] : r.metrics)
+    t.metrics[k] = v;
   t.sm_clock_mhz = r.sm_clock_mhz;
   t.device = "cuda:" + std::to_string(w.device) + " " + w.info.name;
   t.cost.check = r.check_s;
   t.cost.benchmark = r.benchmark_s;
   t.cost.profile = r.profile_s;
-  t.cost.framework = std::max(0.0, seconds_since(jb.submitted) - t.cost.compile - r.check_s - r.benchmark_s - r.profile_s);
+  // Framework: the worker round trip (IPC, module load) beyond its stages. Waiting in the queue for a
+  // free worker is not a cost of this variant and is recorded apart.
+  const double on_worker = seconds_since(jb.dispatched);
+  w.busy_s += on_worker;
+  t.cost.framework = std::max(0.0, on_worker - r.check_s - r.benchmark_s - r.profile_s);
+  t.metrics["kforge.queue_s"] =
+      std::chrono::duration<double>(jb.dispatched - jb.submitted).count() - t.cost.compile;
   if (!r.notes.empty()) t.metrics.emplace("note.profiling_unavailable", 1.0), profiling_note_ = r.notes;
   finish(r.id, std::move(t));
   if (r.fatal) {
@@ -567,8 +601,10 @@ void cuda_evaluator::on_worker_lost(worker_proc& w, status st, const std::string
   int wst = 0;
   std::string how;
   if (w.pid > 0 && ::waitpid(w.pid, &wst, WNOHANG) == w.pid) {
-    if (WIFSIGNALED(wst)) how = " (killed by signal " + std::to_string(WTERMSIG(wst)) + ")";
-    else if (WIFEXITED(wst)) how = " (exit status " + std::to_string(WEXITSTATUS(wst)) + ")";
+    if (WIFSIGNALED(wst))
+      how = " (killed by signal " + std::to_string(WTERMSIG(wst)) + ")";
+    else if (WIFEXITED(wst))
+      how = " (exit status " + std::to_string(WEXITSTATUS(wst)) + ")";
     w.pid = -1;
   }
   stop_worker(w, true);
@@ -593,7 +629,8 @@ void cuda_evaluator::fatal_check_locked() {
   for (const auto& w : workers_)
     if (!w.broken) return;
   std::string why;
-  for (const auto& w : workers_) why += "\n  GPU " + std::to_string(w.device) + ": " + w.broken_reason;
+  for (const auto& w : workers_)
+    why += "\n  GPU " + std::to_string(w.device) + ": " + w.broken_reason;
   fatal_error_ = "every GPU worker failed to restart:" + why;
   cv_.notify_all();
 }
@@ -605,13 +642,15 @@ void cuda_evaluator::dispatch() {
     if (w.broken || w.busy || w.pid <= 0) continue;
     job jb = std::move(ready_.front());
     ready_.pop_front();
-    jb.request.deep_metrics = profile_ ? deep_metrics_ : std::vector<std::string>{};
+    jb.request.deep_metrics =
+        profile_ ? deep_metrics_ : std::vector<std::string>{};  // empty unless deep_profile
     jb.request.deep_if_faster_than_ms = std::isfinite(best_ms_) ? best_ms_ : 1e300;  // JSON has no infinity
     const std::string line = gpu::to_json(jb.request).dump() + "\n";
     w.busy = true;
     w.job = jb.request.id;
     // Generous: the worker's own watchdog handles hung kernels; this catches a hung worker.
     w.deadline = clock_type::now() + std::chrono::seconds(static_cast<long>(driver_timeout_s_));
+    jb.dispatched = clock_type::now();
     running_.emplace(jb.request.id, std::move(jb));
     std::size_t off = 0;
     while (off < line.size()) {
@@ -669,15 +708,19 @@ void cuda_evaluator::loop() {
           break;
         }
       if (timed) {
-        const int threads = static_cast<int>(timed->candidate.block[0] * timed->candidate.block[1] * timed->candidate.block[2]);
-        const auto occ = theoretical_occupancy(m, threads, static_cast<int>(timed->candidate.shared_bytes), limits_);
+        const int threads = static_cast<int>(timed->candidate.block[0] * timed->candidate.block[1] *
+                                             timed->candidate.block[2]);
+        const auto occ =
+            theoretical_occupancy(m, threads, static_cast<int>(timed->candidate.shared_bytes), limits_);
         jb.t.metrics["static.occupancy"] = occ.fraction;
         jb.t.metrics["static.blocks_per_sm"] = occ.blocks_per_sm;
         if (static_filter_ && occ.blocks_per_sm == 0) {
           jb.t.st = status::invalid;
-          jb.t.error = "cannot launch: " + std::to_string(threads) + " threads x " + std::to_string(m.registers) +
-                       " registers, " + std::to_string(m.shared_static_bytes + static_cast<int>(timed->candidate.shared_bytes)) +
-                       " bytes of shared memory exceed an SM (limited by " + occ.limited_by + ")";
+          jb.t.error =
+              "cannot launch: " + std::to_string(threads) + " threads x " + std::to_string(m.registers) +
+              " registers, " +
+              std::to_string(m.shared_static_bytes + static_cast<int>(timed->candidate.shared_bytes)) +
+              " bytes of shared memory exceed an SM (limited by " + occ.limited_by + ")";
           finish(jb.t.sequence, std::move(jb.t));
           continue;
         }
@@ -726,7 +769,8 @@ void cuda_evaluator::loop() {
           on_response(w, line);
         }
       } else if (w.busy && clock_type::now() > w.deadline) {
-        on_worker_lost(w, status::timeout, "the worker did not answer within " + std::to_string(driver_timeout_s_) + " s");
+        on_worker_lost(w, status::timeout,
+                       "the worker did not answer within " + std::to_string(driver_timeout_s_) + " s");
       }
     }
   }
@@ -737,6 +781,7 @@ nlohmann::json cuda_evaluator::describe() const {
   for (const auto& w : workers_) {
     auto j = gpu::to_json(w.info);
     j["restarts"] = w.restarts;
+    j["busy_s"] = w.busy_s;
     j["broken"] = w.broken;
     if (w.broken) j["broken_reason"] = w.broken_reason;
     ws.push_back(j);
@@ -761,35 +806,48 @@ nlohmann::json cuda_evaluator::describe() const {
 void register_cuda_evaluator() {
   evaluator_registry().add({
       "cuda",
-      "compiles variants of a kforge kernel description with NVRTC and checks, times and profiles them on GPUs "
+      "compiles variants of a kforge kernel description with NVRTC and checks, times and profiles them on "
+      "GPUs "
       "(one worker process per GPU)",
       {
           optional_option("devices", option_type::list, "GPU indices to use (default: every visible GPU)"),
           int_option("workers_per_device", 1, "worker processes per GPU", 1, 64),
           int_option("compile_threads", 0, "NVRTC threads (0: one per core)", 0, 1024),
           string_option("arch", "sm_90", "the architecture compiled for"),
-          optional_option("cache_dir", option_type::string, "compile cache (default ~/.cache/kforge or $KFORGE_CACHE)"),
-          optional_option("worker", option_type::string, "the kforge-worker program (default: next to kforge)"),
-          optional_option("worker_args", option_type::list, "extra arguments of the worker (tests use --fake)"),
+          optional_option("cache_dir", option_type::string,
+                          "compile cache (default ~/.cache/kforge or $KFORGE_CACHE)"),
+          optional_option("worker", option_type::string,
+                          "the kforge-worker program (default: next to kforge)"),
+          optional_option("worker_args", option_type::list,
+                          "extra arguments of the worker (tests use --fake)"),
           int_option("warmup", 3, "untimed launches before timing", 0, 1000),
           int_option("min_repeats", 15, "timed launches at least", 3, 100000),
           int_option("max_repeats", 200, "timed launches at most", 3, 100000),
-          real_option("target_rel_ci", 0.01, "stop when the 95% CI of the median is within this fraction", 0, 1),
+          real_option("target_rel_ci", 0.01, "stop when the 95% CI of the median is within this fraction", 0,
+                      1),
           real_option("max_timing_seconds", 3.0, "time budget of the timing of one shape", 0.001, 3600),
           bool_option("flush_l2", true, "rewrite a buffer of twice the L2 before each timed launch"),
-          string_option("timer", "events", "events (CUDA events) or cupti (activity records)", {"events", "cupti"}),
-          real_option("min_batch_us", 0.0, "launches shorter than this are timed in batches (0: never)", 0, 1e6),
+          string_option("timer", "events", "events (CUDA events) or cupti (activity records)",
+                        {"events", "cupti"}),
+          real_option("min_batch_us", 0.0, "launches shorter than this are timed in batches (0: never)", 0,
+                      1e6),
           real_option("watchdog_min_ms", 2000.0, "a launch may always run this long", 1, 3.6e6),
           real_option("watchdog_factor", 100.0, "... or this many times the reference's time", 1, 1e6),
           real_option("request_timeout_s", 300.0, "a worker silent this long is killed", 1, 86400),
           bool_option("profile", true, "collect CUPTI metrics (profiling runs apart from timing runs)"),
           optional_option("metrics", option_type::list, "CUPTI metric names (default: a 1-pass set)"),
-          optional_option("deep_metrics", option_type::list, "metrics collected for a new best only"),
-          bool_option("static_filter", true, "variants that cannot launch by their static resources are invalid without a GPU run"),
+          bool_option(
+              "deep_profile", false,
+              "also collect a deeper, multi-pass metric set for each new best (about 0.5 s each on an H200)"),
+          optional_option("deep_metrics", option_type::list,
+                          "the deeper set (default: SM and memory throughput, L2 hit rate, stalls)"),
+          bool_option("static_filter", true,
+                      "variants that cannot launch by their static resources are invalid without a GPU run"),
       },
       [](const options& o, const evaluator_context& ctx) -> evaluator {
         if (!ctx.prob.kernel_desc)
-          o.where().fail("the cuda evaluator needs a kforge kernel description: problem: {kernel: file.yaml}");
+          o.where().fail(
+              "the cuda evaluator needs a kforge kernel description: problem: {kernel: file.yaml}");
         return evaluator(std::make_unique<cuda_evaluator>(ctx.prob.kernel_desc, o, ctx));
       },
   });

@@ -9,8 +9,12 @@ namespace kf::gpu {
 namespace {
 using json = nlohmann::json;
 
-json num(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
-double num_of(const json& j) { return j.is_number() ? j.get<double>() : std::nan(""); }
+json num(double x) {
+  return std::isnan(x) ? json(nullptr) : json(x);
+}
+double num_of(const json& j) {
+  return j.is_number() ? j.get<double>() : std::nan("");
+}
 
 json geometry_json(const launch_geometry& g) {
   return {{"grid", g.grid}, {"block", g.block}, {"shared_bytes", g.shared_bytes}};
@@ -59,7 +63,8 @@ json to_json(const evaluate_request& r) {
   json shapes = json::array();
   for (const auto& s : r.shapes) {
     json args = json::array();
-    for (const auto& a : s.args) args.push_back(arg_json(a));
+    for (const auto& a : s.args)
+      args.push_back(arg_json(a));
     shapes.push_back({{"args", args},
                       {"candidate", geometry_json(s.candidate)},
                       {"reference", s.reference ? geometry_json(*s.reference) : json(nullptr)},
@@ -69,7 +74,8 @@ json to_json(const evaluate_request& r) {
                       {"seed", s.seed}});
   }
   json tol = json::object();
-  for (const auto& [t, v] : r.tolerances) tol[std::string(to_string(t))] = {{"rel", v.rel}, {"abs", v.abs}};
+  for (const auto& [t, v] : r.tolerances)
+    tol[std::string(to_string(t))] = {{"rel", v.rel}, {"abs", v.abs}};
   return {{"op", "evaluate"},
           {"id", r.id},
           {"module", r.module_path},
@@ -102,7 +108,8 @@ evaluate_request request_from_json(const json& j) {
   r.reference_function = j.value("reference_function", "");
   for (const auto& s : j.at("shapes")) {
     shape_job sj;
-    for (const auto& a : s.at("args")) sj.args.push_back(arg_of(a));
+    for (const auto& a : s.at("args"))
+      sj.args.push_back(arg_of(a));
     sj.candidate = geometry_of(s.at("candidate"));
     if (!s.at("reference").is_null()) sj.reference = geometry_of(s.at("reference"));
     sj.check = s.at("check").get<bool>();
@@ -135,9 +142,11 @@ evaluate_request request_from_json(const json& j) {
 
 json to_json(const evaluate_response& r) {
   json m = json::object();
-  for (const auto& [k, v] : r.metrics) m[k] = num(v);
+  for (const auto& [k, v] : r.metrics)
+    m[k] = num(v);
   json times = json::array();
-  for (double x : r.times_ms) times.push_back(num(x));
+  for (double x : r.times_ms)
+    times.push_back(num(x));
   return {{"id", r.id},
           {"status", std::string(to_string(r.st))},
           {"error", r.error},
@@ -159,9 +168,11 @@ evaluate_response response_from_json(const json& j) {
   if (!s) throw error("protocol: unknown status " + j.at("status").dump());
   r.st = *s;
   r.error = j.value("error", "");
-  for (const auto& x : j.at("times_ms")) r.times_ms.push_back(num_of(x));
+  for (const auto& x : j.at("times_ms"))
+    r.times_ms.push_back(num_of(x));
   r.sm_clock_mhz = num_of(j.at("sm_clock_mhz"));
-  for (const auto& [k, v] : j.at("metrics").items()) r.metrics[k] = num_of(v);
+  for (const auto& [k, v] : j.at("metrics").items())
+    r.metrics[k] = num_of(v);
   r.load_s = j.value("load_s", 0.0);
   r.check_s = j.value("check_s", 0.0);
   r.benchmark_s = j.value("benchmark_s", 0.0);

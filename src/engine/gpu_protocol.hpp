@@ -35,9 +35,9 @@ struct shape_job {
   std::vector<resolved_arg> args;
   launch_geometry candidate;
   std::optional<launch_geometry> reference;
-  bool check = true;    ///< compare the outputs with the reference's
-  bool time = false;    ///< time this shape (after its check)
-  bool profile = false; ///< collect metrics on this shape (after timing)
+  bool check = true;     ///< compare the outputs with the reference's
+  bool time = false;     ///< time this shape (after its check)
+  bool profile = false;  ///< collect metrics on this shape (after timing)
   std::uint64_t seed = 0;
 };
 
@@ -45,16 +45,16 @@ struct timing_params {
   int warmup = 3;
   int min_repeats = 15;
   int max_repeats = 200;
-  double target_rel_ci = 0.01;  ///< stop when the 95% CI of the median is within this fraction of it
-  double max_seconds = 3.0;     ///< per shape, timing included
-  bool flush_l2 = true;         ///< rewrite a buffer of twice the L2 size before each timed launch
-  std::string timer = "events"; ///< "events" or "cupti" (activity records of the kernel alone)
-  double min_batch_us = 0;      ///< >0: launches shorter than this are timed in back-to-back batches
+  double target_rel_ci = 0.01;   ///< stop when the 95% CI of the median is within this fraction of it
+  double max_seconds = 3.0;      ///< per shape, timing included
+  bool flush_l2 = true;          ///< rewrite a buffer of twice the L2 size before each timed launch
+  std::string timer = "events";  ///< "events" or "cupti" (activity records of the kernel alone)
+  double min_batch_us = 0;       ///< >0: launches shorter than this are timed in back-to-back batches
 };
 
 struct watchdog_params {
-  double min_ms = 2000;   ///< a launch may always take this long
-  double factor = 100;    ///< ... or this many times the reference's time on the same shape
+  double min_ms = 2000;  ///< a launch may always take this long
+  double factor = 100;   ///< ... or this many times the reference's time on the same shape
 };
 
 struct evaluate_request {

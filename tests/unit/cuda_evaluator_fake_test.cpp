@@ -44,19 +44,23 @@ TEST(cuda_evaluator_fake, every_failure_is_a_trial_and_workers_come_back) {
   test::write_file(tmp.path() / "fake.cu", source);
   test::write_file(tmp.path() / "kernel.yaml", kernel_yaml);
   const std::string worker = std::filesystem::path(KFORGE_CLI).parent_path() / "kforge-worker";
-  const auto cfg = test::write_file(tmp.path() / "e.yaml", std::string("problem: {kernel: kernel.yaml}\n"
-                                                                       "strategy: brute_force\n"
-                                                                       "evaluator: {type: cuda, params: {worker: ") +
-                                                               worker + ", worker_args: [--fake, --fake-ms, '20'], "
-                                                               "devices: [0, 1], request_timeout_s: 2, profile: false, "
-                                                               "cache_dir: " + (tmp.path() / "cache").string() +
-                                                               "}}\nbatch_size: 4\noutput: " + (tmp.path() / "run").string() + "\n");
+  const auto cfg = test::write_file(tmp.path() / "e.yaml",
+                                    std::string("problem: {kernel: kernel.yaml}\n"
+                                                "strategy: brute_force\n"
+                                                "evaluator: {type: cuda, params: {worker: ") +
+                                        worker +
+                                        ", worker_args: [--fake, --fake-ms, '20'], "
+                                        "devices: [0, 1], request_timeout_s: 2, profile: false, "
+                                        "cache_dir: " +
+                                        (tmp.path() / "cache").string() +
+                                        "}}\nbatch_size: 4\noutput: " + (tmp.path() / "run").string() + "\n");
   const auto spec = load_experiment(cfg.string());
   run_options o;
   const auto res = run_experiment(spec, o);
   ASSERT_EQ(res.history.size(), 7u);
   std::map<std::string, status> by_variant;
-  for (const auto& t : res.history.trials()) by_variant[spec.prob.space.value_of(t.cfg, 0).as_string()] = t.st;
+  for (const auto& t : res.history.trials())
+    by_variant[spec.prob.space.value_of(t.cfg, 0).as_string()] = t.st;
   EXPECT_EQ(by_variant["k_ok"], status::ok);
   EXPECT_EQ(by_variant["k_ok2"], status::ok);
   EXPECT_EQ(by_variant["k_crash"], status::crashed);
@@ -77,7 +81,8 @@ TEST(cuda_evaluator_fake, every_failure_is_a_trial_and_workers_come_back) {
   run_store st(tmp.path() / "run");
   const auto ev = st.meta("evaluator");
   int restarts = 0;
-  for (const auto& w : ev["workers"]) restarts += w["restarts"].get<int>();
+  for (const auto& w : ev["workers"])
+    restarts += w["restarts"].get<int>();
   EXPECT_GE(restarts, 3) << ev.dump();
 }
 

@@ -23,8 +23,14 @@ extern "C" __global__ void saxpy_reference(long long n, float a, const float* x,
   if (i < n) y[i] = a * x[i] + y[i];
 }
 
-// A device-to-device copy with the same access pattern, the bandwidth yardstick of scripts/device-test.
-extern "C" __global__ void copy_reference(long long n, float a, const float* __restrict__ x, float* __restrict__ y) {
-  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] + 0.0f * a;
+// A device-to-device copy with saxpy's access pattern and parameters: the bandwidth yardstick of
+// scripts/device-test (copy.yaml).
+extern "C" __global__ void __launch_bounds__(block_size)
+copy(long long n, float a, const float* __restrict__ x, float* __restrict__ y) {
+  const long long base = (long long)blockIdx.x * (block_size * items_per_thread) + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < items_per_thread; ++k) {
+    const long long i = base + (long long)k * block_size;
+    if (i < n) y[i] = x[i] + 0.0f * a;
+  }
 }

@@ -59,7 +59,8 @@ int serve_fake(double fake_ms) {
     }
     // A deterministic fake time from the module path, so that searches on fake workers make sense.
     double t = 1.0;
-    for (char c : req.module_path) t = std::fmod(t * 31 + static_cast<unsigned char>(c), 997.0);
+    for (char c : req.module_path)
+      t = std::fmod(t * 31 + static_cast<unsigned char>(c), 997.0);
     r.times_ms = {t / 100 + 0.01, t / 100 + 0.011, t / 100 + 0.012};
     r.sm_clock_mhz = 1980;
     r.benchmark_s = fake_ms / 1e3;
@@ -76,9 +77,12 @@ int main(int argc, char** argv) {
   bool fake = false;
   double fake_ms = 5;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--cache") && i + 1 < argc) cache = argv[++i];
-    else if (!std::strcmp(argv[i], "--fake")) fake = true;
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
+      device = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--cache") && i + 1 < argc)
+      cache = argv[++i];
+    else if (!std::strcmp(argv[i], "--fake"))
+      fake = true;
     else if (!std::strcmp(argv[i], "--count")) {
       // The number of visible devices (the driver cannot ask without loading libcuda itself).
       try {
@@ -93,8 +97,8 @@ int main(int argc, char** argv) {
         std::cerr << e.what() << "\n";
         return 3;
       }
-    }
-    else if (!std::strcmp(argv[i], "--fake-ms") && i + 1 < argc) fake_ms = std::atof(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--fake-ms") && i + 1 < argc)
+      fake_ms = std::atof(argv[++i]);
     else {
       std::cerr << "kforge-worker: unknown argument " << argv[i] << "\n";
       return 2;

@@ -10,13 +10,13 @@ re-records the space with metrics (issue 3). For every configuration that the T1
 Output: cache.json in Kernel Tuner's cache format (times in ms, "time" = mean of "times" as Kernel Tuner
 stores it; kforge's replay evaluator uses the median of "times").
 
-Usage: python3 record.py [--out cache.json] [--limit N]
+Usage: python3 experiments/stencil2d-h200/cupy/record.py [--out cache.json] [--limit N]
 """
 import argparse, itertools, json, math, os, subprocess, sys, time
 import numpy as np
 import cupy as cp
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T1 = json.load(open(os.path.join(HERE, "T1.json")))
 SOURCE = open(os.path.join(HERE, "stencil2d.cu")).read()
 NX, NY = T1["KernelSpecification"]["ProblemSize"]
@@ -48,7 +48,7 @@ def grid(cfg, ny, nx):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(HERE, "cache.json"))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache.json"))
     ap.add_argument("--limit", type=int, default=0)
     args = ap.parse_args()
 
