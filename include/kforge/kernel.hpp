@@ -20,6 +20,7 @@
 #include "kforge/document.hpp"
 #include "kforge/expr.hpp"
 #include "kforge/space.hpp"
+#include "kforge/transform.hpp"
 
 namespace kf {
 
@@ -65,6 +66,15 @@ struct reference_spec {
   std::vector<std::string> options;
 };
 
+/// A transform instance of a kernel description: which operator, at which site, and which of the space's
+/// parameters carry its values.
+struct transform_instance {
+  std::string name;  ///< unique within the kernel, e.g. "unroll_k_loop"
+  std::string type;
+  transform op;
+  std::vector<std::pair<std::string, std::size_t>> params;  ///< (local name, index in the space)
+};
+
 /// One problem shape: problem-size names -> values (e.g. {n: 1<<28}).
 using shape = std::map<std::string, value, std::less<>>;
 
@@ -75,7 +85,9 @@ struct kernel_spec {
   std::string entry;        ///< extern "C" name, or a template instantiation with {param} placeholders
   std::string injection = "defines";  ///< how parameters reach the source: "defines" or "template"
   std::vector<std::string> compiler_options;
-  search_space space;
+  search_space space;  ///< the kernel's own parameters first, then every transform instance's
+  std::size_t own_params = 0;  ///< how many of the space's parameters are the kernel's own (#defined)
+  std::vector<transform_instance> transforms;  ///< applied in this order when a variant is rendered
   config defaults;  ///< the default configuration (each parameter's `default`, else its first value)
   std::vector<kernel_arg> args;
   std::array<expression, 3> grid, block;
@@ -117,9 +129,10 @@ struct launch_plan {
 /// 2^31-1 blocks in x, 65535 in y/z): the caller turns that into an invalid trial.
 launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s);
 
-/// The source, options and entry of configuration `c`: parameters injected as #defines at the top
-/// (followed by a #line directive so that diagnostics keep the file's line numbers), or substituted into
-/// the entry's {param} placeholders ("template" injection).
+/// The source, options and entry of configuration `c`: the transform instances applied in order, then the
+/// kernel's own parameters injected as #defines at the top (followed by a #line directive so that
+/// diagnostics keep the file's line numbers), or substituted into the entry's {param} placeholders
+/// ("template" injection). Throws kf::error when a transform does not apply (an invalid variant).
 struct rendered_variant {
   std::string source;
   std::vector<std::string> options;

@@ -239,6 +239,52 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
                                                        : std::optional<value>(from_json(p["default"])));
     }
   }
+  k.own_params = params.size();
+  // Transform instances: each adds its parameters to the space, after the kernel's own.
+  std::vector<std::vector<std::pair<std::string, std::size_t>>> instance_params;
+  if (const auto& ts = child(node, "transforms"); !ts.is_null()) {
+    const auto tkey = join_key(kp, "transforms");
+    if (!ts.is_array()) doc.at(tkey).fail("expected a list of {type, site?, name?, params?}");
+    std::set<std::string> names;
+    for (const auto& p : params) names.insert(p.name);
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      const auto key = tkey + "[" + std::to_string(i) + "]";
+      const auto& t = ts[i];
+      if (!t.is_object()) doc.at(key).fail("expected {type, site?, name?, params?}");
+      check_keys(doc, t, key, {"type", "site", "name", "params"});
+      if (!child(t, "type").is_string()) doc.at(key + ".type").fail("expected the name of a registered transform");
+      transform_instance inst;
+      inst.type = t["type"].get<std::string>();
+      const std::string site = child(t, "site").is_string() ? t["site"].get<std::string>() : "";
+      inst.name = child(t, "name").is_string() ? t["name"].get<std::string>() : (site.empty() ? inst.type : inst.type + "_" + site);
+      if (!names.insert(inst.name).second)
+        doc.at(key + ".name").fail("the name '" + inst.name + "' is taken (give this instance a name: key)");
+      plugin_spec ps{inst.type, t.contains("params") ? t["params"] : json::object(), doc.at(key)};
+      inst.op = transform_registry().create(ps, transform_site{site});
+      for (const auto& tp : inst.op.parameters()) {
+        const std::string pname = tp.name == "value" ? inst.name : inst.name + "_" + tp.name;
+        if (!names.insert(pname).second && tp.name != "value")
+          doc.at(key).fail("parameter '" + pname + "' collides with another parameter");
+        try {
+          param p = make_param(pname, tp.values.empty() ? param_type::integer : param_type::string, tp.values);
+          // Keep the declared kind: numbers stay numbers.
+          bool numeric = true;
+          for (const auto& v : tp.values) numeric &= v.is_number();
+          if (numeric) {
+            bool real = false, boolean = true;
+            for (const auto& v : tp.values) real |= v.is_real(), boolean &= v.is_bool();
+            p = make_param(pname, boolean ? param_type::boolean : real ? param_type::real : param_type::integer, tp.values);
+          }
+          params.push_back(std::move(p));
+        } catch (const error& e) {
+          doc.at(key).fail(e.what());
+        }
+        defaults.push_back(tp.default_value);
+        inst.params.emplace_back(tp.name, params.size() - 1);
+      }
+      k.transforms.push_back(std::move(inst));
+    }
+  }
   std::vector<std::string> constraints;
   if (const auto& cs = child(node, "constraints"); !cs.is_null()) {
     if (!cs.is_array()) doc.at(join_key(kp, "constraints")).fail("expected a list of expressions");
@@ -489,15 +535,33 @@ rendered_variant render_variant(const kernel_spec& k, const config& c) {
   v.options = k.compiler_options;
   v.entry = k.entry;
   const auto params = k.space.params();
+  std::string source = k.source;
+  if (!k.transforms.empty()) {
+    transform_context ctx;
+    ctx.entry = k.entry.substr(0, k.entry.find('<'));
+    for (const auto& a : k.args) {
+      if (!a.buffer) continue;
+      ctx.buffer_names.push_back(a.name);
+      if (a.role == arg_role::in) ctx.read_only.push_back(a.name);
+    }
+    for (const auto& t : k.transforms) {
+      transform_values vals;
+      for (const auto& [local, idx] : t.params) vals.emplace(local, k.space.value_of(c, idx));
+      auto r = t.op.apply(source, vals, ctx);
+      if (!r.ok()) throw error("transform " + t.name + " does not apply: " + r.error);
+      source = std::move(r.source);
+      v.options.insert(v.options.end(), r.options.begin(), r.options.end());
+    }
+  }
   if (k.injection == "template") {
-    for (std::size_t i = 0; i < params.size(); ++i) {
+    for (std::size_t i = 0; i < k.own_params; ++i) {
       const std::string ph = "{" + params[i].name + "}";
       for (auto pos = v.entry.find(ph); pos != std::string::npos; pos = v.entry.find(ph))
         v.entry.replace(pos, ph.size(), k.space.value_of(c, i).str());
     }
-    v.source = k.source;
+    v.source = std::move(source);
   } else {
-    v.source = with_defines(k, c, k.source, k.source_file);
+    v.source = with_defines(k, c, source, k.source_file);
   }
   return v;
 }
@@ -506,7 +570,7 @@ std::string with_defines(const kernel_spec& k, const config& c, const std::strin
                          const std::string& file) {
   std::string defs;
   const auto params = k.space.params();
-  for (std::size_t i = 0; i < params.size(); ++i) {
+  for (std::size_t i = 0; i < k.own_params; ++i) {
     const auto& val = k.space.value_of(c, i);
     const std::string text = val.is_bool() ? (val.as_bool() ? "1" : "0") : val.str();
     defs += "#define " + params[i].name + " " + text + "\n";

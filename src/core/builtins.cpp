@@ -3,6 +3,7 @@
 #include "kforge/cuda_evaluator.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/replay.hpp"
+#include "kforge/transform.hpp"
 #include "kforge/strategies/brute_force.hpp"
 #include "kforge/strategies/common.hpp"
 #include "kforge/strategies/genetic.hpp"
@@ -22,6 +23,7 @@ void register_builtins() {
     strategies::register_builtin_strategies();
     register_replay_evaluator();
     register_cuda_evaluator();
+    register_builtin_transforms();
   });
 }
 
