@@ -30,31 +30,29 @@ const genetic::member& genetic::select_parent() {
   return population_.back();
 }
 
-void genetic::mutate(const search_space& space, config& c) {
+namespace {
+void mutate(const search_space& space, config& c, const genetic_options& opt, rng& r) {
   const auto params = space.params();
   for (std::size_t i = 0; i < c.size(); ++i) {
     const auto n = static_cast<std::uint32_t>(params[i].values.size());
-    if (n < 2 || !rng_.bernoulli(opt_.mutation_rate)) continue;
-    if (params[i].ordered && rng_.bernoulli(opt_.adjacent_mutation)) {
-      if (c[i] == 0)
-        c[i] = 1;
-      else if (c[i] + 1 == n)
-        c[i] = n - 2;
-      else
-        c[i] += rng_.bernoulli(0.5) ? 1 : -1;
+    if (n < 2 || !r.bernoulli(opt.mutation_rate)) continue;
+    if (params[i].ordered && r.bernoulli(opt.adjacent_mutation)) {
+      if (c[i] == 0) c[i] = 1;
+      else if (c[i] + 1 == n) c[i] = n - 2;
+      else c[i] += r.bernoulli(0.5) ? 1 : -1;
     } else {
-      auto v = static_cast<std::uint32_t>(rng_.index(n - 1));
+      auto v = static_cast<std::uint32_t>(r.index(n - 1));
       c[i] = v >= c[i] ? v + 1 : v;
     }
   }
 }
+}  // namespace
 
-bool genetic::repair(const search_space& space, config& c) {
+bool repair_config(const search_space& space, config& c, rng& r) {
   if (space.is_valid(c)) return true;
-  // Change one gene (genes in random order) to a value that makes the child valid.
   std::vector<std::size_t> genes(c.size());
   std::iota(genes.begin(), genes.end(), 0);
-  rng_.shuffle(std::span<std::size_t>(genes));
+  r.shuffle(std::span<std::size_t>(genes));
   std::vector<std::uint32_t> fixes;
   for (auto i : genes) {
     const auto orig = c[i];
@@ -66,7 +64,7 @@ bool genetic::repair(const search_space& space, config& c) {
       if (space.is_valid(c)) fixes.push_back(v);
     }
     if (!fixes.empty()) {
-      c[i] = fixes[rng_.index(fixes.size())];
+      c[i] = fixes[r.index(fixes.size())];
       return true;
     }
     c[i] = orig;
@@ -74,38 +72,33 @@ bool genetic::repair(const search_space& space, config& c) {
   return false;
 }
 
-config genetic::make_child(const search_state& s) {
-  const auto& space = s.space();
-  const auto& a = select_parent().cfg;
-  const auto& b = select_parent().cfg;
+config breed_child(const search_space& space, const config& a, const config& b, const genetic_options& opt, rng& r) {
   config c = a;
   const std::size_t d = c.size();
-  if (opt_.crossover == "uniform") {
+  if (opt.crossover == "uniform") {
     for (std::size_t i = 0; i < d; ++i)
-      if (rng_.bernoulli(0.5)) c[i] = b[i];
-  } else if (opt_.crossover == "single_point") {
-    const auto p = d > 1 ? 1 + rng_.index(d - 1) : 0;
-    for (std::size_t i = p; i < d; ++i)
-      c[i] = b[i];
+      if (r.bernoulli(0.5)) c[i] = b[i];
+  } else if (opt.crossover == "single_point") {
+    const auto p = d > 1 ? 1 + r.index(d - 1) : 0;
+    for (std::size_t i = p; i < d; ++i) c[i] = b[i];
   } else {  // two_point
-    auto p = rng_.index(d + 1), q = rng_.index(d + 1);
+    auto p = r.index(d + 1), q = r.index(d + 1);
     if (p > q) std::swap(p, q);
-    for (std::size_t i = p; i < q; ++i)
-      c[i] = b[i];
+    for (std::size_t i = p; i < q; ++i) c[i] = b[i];
   }
-  mutate(space, c);
+  mutate(space, c, opt, r);
   if (c == a || c == b) {
     // A copy of a parent teaches nothing: move one gene.
     std::vector<std::size_t> movable;
     for (std::size_t i = 0; i < d; ++i)
       if (space.params()[i].values.size() > 1) movable.push_back(i);
     if (!movable.empty()) {
-      const auto i = movable[rng_.index(movable.size())];
+      const auto i = movable[r.index(movable.size())];
       const auto n = static_cast<std::uint32_t>(space.params()[i].values.size());
-      if (space.params()[i].ordered && rng_.bernoulli(opt_.adjacent_mutation)) {
-        c[i] = c[i] == 0 ? 1 : (c[i] + 1 == n ? n - 2 : (rng_.bernoulli(0.5) ? c[i] + 1 : c[i] - 1));
+      if (space.params()[i].ordered && r.bernoulli(opt.adjacent_mutation)) {
+        c[i] = c[i] == 0 ? 1 : (c[i] + 1 == n ? n - 2 : (r.bernoulli(0.5) ? c[i] + 1 : c[i] - 1));
       } else {
-        auto v = static_cast<std::uint32_t>(rng_.index(n - 1));
+        auto v = static_cast<std::uint32_t>(r.index(n - 1));
         c[i] = v >= c[i] ? v + 1 : v;
       }
     }
@@ -160,8 +153,10 @@ std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
       if (!add_random()) break;
       continue;
     }
-    config c = make_child(s);
-    if (!repair(s.space(), c)) {
+    const config& a = select_parent().cfg;
+    const config& b = select_parent().cfg;
+    config c = breed_child(s.space(), a, b, opt_, rng_);
+    if (!repair_config(s.space(), c, rng_)) {
       auto r = draw_unseen(s, rng_, out);
       if (!r) {
         exhausted_ = true;

@@ -11,6 +11,9 @@
 //   cutoff_end: 0.95
 //   resolution: 1000
 //   budget_margin: 0.1      # the budget is (1 + margin) x the end cutoff's time, as the methodology sets it
+//   external: [kt_runs.json] # runs of other tools: {"runs": {space: {strategy: [[cache key, ...], ...]}}},
+//                            # the order each run visited configurations; replayed on the same clock,
+//                            # cut at the same budget and scored like kforge's own strategies
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,7 @@ struct score_job {
   std::uint64_t seed_base = 0;
   score_settings settings;
   double budget_margin = 0.1;
+  std::vector<std::string> external;  ///< files of other tools' runs (resolved paths)
   std::string file;  ///< where it was read from
 };
 

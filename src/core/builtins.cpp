@@ -4,9 +4,12 @@
 #include "kforge/kforge.hpp"
 #include "kforge/replay.hpp"
 #include "kforge/transform.hpp"
+#include "kforge/strategies/bayesian.hpp"
 #include "kforge/strategies/brute_force.hpp"
 #include "kforge/strategies/common.hpp"
 #include "kforge/strategies/genetic.hpp"
+#include "kforge/strategies/hybrid.hpp"
+#include "kforge/strategies/profile_guided.hpp"
 #include "kforge/strategies/random_search.hpp"
 
 namespace kf {
@@ -15,6 +18,9 @@ void strategies::register_builtin_strategies() {
   register_random_search();
   register_brute_force();
   register_genetic();
+  register_bayesian();
+  register_hybrid();
+  register_profile_guided();
 }
 
 void register_builtins() {

@@ -32,7 +32,7 @@ score_job load_score_job(const std::string& path) {
   const auto& root = doc.root;
   if (!root.is_object()) doc.at("").fail("expected a mapping (spaces, strategies, seeds, ...)");
   static const std::set<std::string> known = {"spaces",       "strategies", "seeds",      "seed_base",
-                                              "cutoff_start", "cutoff_end", "resolution", "budget_margin"};
+                                              "cutoff_start", "cutoff_end", "resolution", "budget_margin", "external"};
   for (const auto& [k, v] : root.items())
     if (!known.count(k))
       doc.at(k).fail(
@@ -60,8 +60,8 @@ score_job load_score_job(const std::string& path) {
     sp.name = s.contains("name") && s["name"].is_string() ? s["name"].get<std::string>() : sp.recording;
     job.spaces.push_back(std::move(sp));
   }
-  if (!root.contains("strategies") || !root["strategies"].is_array() || root["strategies"].empty())
-    doc.at("strategies").fail("expected a non-empty list of strategies (names or {type, params})");
+  if (!root.contains("strategies") || !root["strategies"].is_array())
+    doc.at("strategies").fail("expected a list of strategies (names or {type, params})");
   for (std::size_t i = 0; i < root["strategies"].size(); ++i) {
     const auto key = "strategies[" + std::to_string(i) + "]";
     const auto& s = root["strategies"][i];
@@ -100,8 +100,60 @@ score_job load_score_job(const std::string& path) {
   if (auto x = number("budget_margin", 0, 10, false)) job.budget_margin = *x;
   if (job.settings.cutoff_start >= job.settings.cutoff_end)
     doc.at("cutoff_start").fail("must be below cutoff_end");
+  if (root.contains("external")) {
+    if (!root["external"].is_array()) doc.at("external").fail("expected a list of files");
+    for (std::size_t i = 0; i < root["external"].size(); ++i) {
+      if (!root["external"][i].is_string()) doc.at("external[" + std::to_string(i) + "]").fail("expected a file path");
+      job.external.push_back(resolve_path(root["external"][i].get<std::string>(), doc.base_dir));
+    }
+  }
   return job;
 }
+
+namespace {
+// Traces of another tool's runs: each run's configurations in the order visited, replayed on the
+// recording's costs and cut at the budget the way run_loop cuts kforge's runs.
+std::vector<run_trace> external_traces(const std::vector<std::vector<std::string>>& runs, const recorded_file& rec,
+                                       const search_space& space, double budget_s, const std::string& what) {
+  const auto bound = bind_records(rec, space);
+  std::map<std::string, std::size_t> by_key;
+  for (const auto& [c, idx] : bound.entries) by_key.emplace(space.key(c), idx);
+  std::vector<run_trace> out;
+  for (const auto& run : runs) {
+    run_trace trace;
+    double clock = 0;
+    for (const auto& key : run) {
+      if (clock >= budget_s) break;
+      auto it = by_key.find(key);
+      if (it == by_key.end()) throw error(what + ": configuration " + key + " is not in the recording");
+      const auto& r = rec.records[it->second].result;
+      clock += r.cost.total();
+      trial t;
+      t.sequence = trace.size();
+      t.st = r.st;
+      t.time_ms = r.time_ms;
+      t.clock_s = clock;
+      trace.push_back(std::move(t));
+    }
+    out.push_back(std::move(trace));
+  }
+  return out;
+}
+
+// Mean evaluations per run and mean (best found / optimum) at the end of the budget.
+void summarise_runs(const std::vector<run_trace>& runs, const space_statistics& stats, score_cell& cell) {
+  double evals = 0, ratio = 0;
+  for (const auto& r : runs) {
+    evals += static_cast<double>(r.size());
+    double best = INFINITY;
+    for (const auto& t : r)
+      if (t.ok()) best = std::min(best, t.time_ms);
+    ratio += best / stats.optimum();
+  }
+  cell.mean_evaluations = evals / static_cast<double>(runs.size());
+  cell.mean_best_over_opt = ratio / static_cast<double>(runs.size());
+}
+}  // namespace
 
 score_table run_score_job(const score_job& job, const std::function<void(const score_cell&)>& progress) {
   register_builtins();
@@ -113,6 +165,26 @@ score_table run_score_job(const score_job& job, const std::function<void(const s
     if (s.params.is_object() && !s.params.empty()) label += s.params.dump();
     table.strategies.push_back(label);
   }
+  // Other tools' strategies: every one must have runs for every space.
+  std::vector<json> externals;
+  std::vector<std::string> external_names;
+  for (const auto& f : job.external) {
+    json j;
+    try {
+      j = json::parse(read_file(f));
+    } catch (const std::exception& e) {
+      throw error("external runs " + f + ": " + e.what());
+    }
+    if (!j.contains("runs") || !j["runs"].is_object()) throw error("external runs " + f + ": no 'runs' mapping");
+    for (const auto& sp : job.spaces) {
+      if (!j["runs"].contains(sp.name)) throw error("external runs " + f + " have no runs for space " + sp.name);
+      for (const auto& [name, runs] : j["runs"][sp.name].items())
+        if (std::find(external_names.begin(), external_names.end(), name) == external_names.end())
+          external_names.push_back(name);
+    }
+    externals.push_back(std::move(j));
+  }
+  for (const auto& n : external_names) table.strategies.push_back(n);
   for (const auto& sp : job.spaces) {
     const auto rec = load_recorded_cached(sp.recording);
     const space_statistics stats(*rec);
@@ -147,16 +219,22 @@ score_table run_score_job(const score_job& job, const std::function<void(const s
       cell.space = sp.name;
       cell.strategy = table.strategies[si];
       cell.score = score_runs(stats, runs, job.settings);
-      double evals = 0, ratio = 0;
-      for (const auto& r : runs) {
-        evals += static_cast<double>(r.size());
-        double best = INFINITY;
-        for (const auto& t : r)
-          if (t.ok()) best = std::min(best, t.time_ms);
-        ratio += best / stats.optimum();
-      }
-      cell.mean_evaluations = evals / static_cast<double>(runs.size());
-      cell.mean_best_over_opt = ratio / static_cast<double>(runs.size());
+      summarise_runs(runs, stats, cell);
+      if (progress) progress(cell);
+      table.cells.push_back(std::move(cell));
+    }
+    for (const auto& name : external_names) {
+      std::vector<std::vector<std::string>> runs;
+      for (const auto& j : externals)
+        if (j["runs"][sp.name].contains(name))
+          runs = j["runs"][sp.name][name].get<std::vector<std::vector<std::string>>>();
+      if (runs.empty()) throw error("external strategy " + name + " has no runs for space " + sp.name);
+      const auto traces = external_traces(runs, *rec, prob.space, budget_s, name + " on " + sp.name);
+      score_cell cell;
+      cell.space = sp.name;
+      cell.strategy = name;
+      cell.score = score_runs(stats, traces, job.settings);
+      summarise_runs(traces, stats, cell);
       if (progress) progress(cell);
       table.cells.push_back(std::move(cell));
     }

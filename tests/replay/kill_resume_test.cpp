@@ -63,18 +63,27 @@ TEST(kill_resume, sigkill_at_random_points_loses_and_repeats_nothing) {
 
     const auto cfg = write_config(tmp.path(), "killed-" + strategy, strategy);
     std::mt19937 gen(1234);
-    std::uniform_int_distribution<int> delay_ms(20, 250);
+    // Kill after a random delay; on a loaded machine start-up may take longer than the delay, so the
+    // window grows whenever a round made no progress.
+    double max_delay_ms = 250;
     int kills = 0;
     bool first = true;
+    std::size_t stored_before = 0;
     for (int round = 0; round < 200; ++round) {
       const pid_t pid = spawn_run(cfg, !first);
       first = false;
+      std::uniform_int_distribution<int> delay_ms(20, static_cast<int>(max_delay_ms));
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(gen)));
       int status = 0;
       if (waitpid(pid, &status, WNOHANG) == 0) {
         ::kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
         ++kills;
+        const auto now = std::filesystem::exists(tmp.path() / ("killed-" + strategy) / "run.sqlite")
+                             ? stored(tmp.path() / ("killed-" + strategy)).size()
+                             : 0;
+        if (now == stored_before) max_delay_ms *= 1.5;
+        stored_before = now;
         continue;
       }
       ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kforge run failed in round " << round;

@@ -48,6 +48,13 @@ struct genetic_options {
   double local_search = 0.0;
 };
 
+/// A child of parents a and b: crossover (opt.crossover) then per-gene mutation (opt.mutation_rate,
+/// opt.adjacent_mutation); a child equal to a parent gets one gene moved. Shared by "ga" and "hybrid".
+config breed_child(const search_space& space, const config& a, const config& b, const genetic_options& opt, rng& r);
+/// Makes `c` valid by changing one gene (genes in random order, a random valid value); false when no
+/// single change does.
+bool repair_config(const search_space& space, config& c, rng& r);
+
 class genetic {
  public:
   explicit genetic(genetic_options o = {}) : opt_(std::move(o)) {}
@@ -62,11 +69,8 @@ class genetic {
     config cfg;
     double fit;
   };
-  config make_child(const search_state& s);
   std::optional<config> best_neighbour(const search_state& s, const std::vector<config>& taken);
   const member& select_parent();
-  void mutate(const search_space& space, config& c);
-  bool repair(const search_space& space, config& c);
   void next_generation();
   std::size_t generation_size() const noexcept {
     return opt_.generation_size ? opt_.generation_size : opt_.population_size;

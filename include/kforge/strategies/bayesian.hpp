@@ -1,0 +1,98 @@
+// Strategy "bo": Bayesian optimisation with a Gaussian process over the encoded configuration
+// (kf::gp) and an acquisition maximised over the discrete valid space (kf::acquisition).
+//
+//   - initial design: `initial_samples` uniform draws from the valid configurations;
+//   - targets: log(time); a failed configuration gets the worst observed log(time) plus `failure_penalty`
+//     (so the model steers away from failures without a separate feasibility model);
+//   - the model: ARD kernel (matern52 by default), hyperparameters by maximum marginal likelihood every
+//     `refit_every` observations, O(n^2) appends in between; at most `max_points` training points (the
+//     best three quarters and the most recent quarter beyond that);
+//   - candidates: every unvisited valid configuration when there are at most `max_candidates`, else a
+//     random sample of that many plus the one-parameter neighbours of the best configurations;
+//   - batches: one pick at a time, the model conditioned on the picks so far (kriging believer).
+// Profiling metrics as features (metric_features: a list of metric names; empty by default): an auxiliary
+// GP per metric predicts it from the configuration; the runtime model's inputs are the encoded
+// configuration and the metrics, scaled to [0,1] (log scale for counts) — measured values for evaluated
+// configurations, the auxiliary GPs' means for candidates (surrogate.md, "function network", plug-in).
+// Options (defaults): initial_samples 10, acquisition log_ei (ei, log_ei, pi, lcb, thompson), beta 2 (lcb),
+// xi 0, kernel matern52 (matern32, rbf), refit_every 8, max_points 400, max_candidates 20000,
+// failure_penalty 1.0, restarts 2.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "kforge/acquisition.hpp"
+#include "kforge/gp.hpp"
+#include "kforge/random.hpp"
+#include "kforge/strategy.hpp"
+
+namespace kf::strategies {
+
+struct bayesian_options {
+  std::size_t initial_samples = 10;
+  std::string acquisition = "log_ei";
+  double beta = 2.0;
+  double xi = 0.0;
+  std::string kernel = "matern52";
+  std::size_t refit_every = 8;
+  std::size_t max_points = 400;
+  std::size_t max_candidates = 20000;
+  double failure_penalty = 1.0;
+  int restarts = 2;
+  std::vector<std::string> metric_features;
+};
+
+class bayesian {
+ public:
+  explicit bayesian(bayesian_options o = {}) : opt_(std::move(o)) {}
+
+  void initialize(const search_space& space, std::uint64_t seed);
+  std::vector<config> propose(const search_state& s, std::size_t n);
+  void observe(const search_state& s, std::span<const trial> done);
+
+  /// The fitted model (null before the initial design is complete): for hybrid strategies and tests.
+  const gp* model() const noexcept { return model_.get(); }
+  /// Encodes a configuration the way the model sees it (metric features predicted).
+  Eigen::VectorXd encode(const config& c) const;
+  /// Brings the model up to date with every observation (refit or append).
+  void update_model();
+
+ private:
+  struct observation {
+    config cfg;
+    double log_time;  // NaN: failed
+    std::vector<double> metrics;  // raw values of opt_.metric_features (NaN: not measured)
+  };
+  /// The runtime model's input for a configuration: its encoding, then the (scaled) metrics, measured
+  /// where `measured` is given and finite, predicted otherwise.
+  Eigen::RowVectorXd features(const config& c, const std::vector<double>* measured) const;
+  void update_metric_models();
+  double scale_metric(std::size_t k, double raw) const;
+  std::vector<std::unique_ptr<gp>> metric_models_;
+  std::vector<std::pair<double, double>> metric_range_;  // (lo, hi) of the transformed values
+  std::vector<bool> metric_log_;
+  std::vector<std::size_t> candidates(const search_state& s, const std::vector<config>& taken);
+  Eigen::MatrixXd training_inputs(std::vector<double>& y) const;
+
+  bayesian_options opt_;
+  rng rng_{0};
+  const search_space* space_ = nullptr;
+  std::size_t dim_ = 0;
+  bool enumerated_ = false;
+  Eigen::MatrixXd encoded_;  // every valid configuration, row = its index in the valid set
+  std::vector<observation> obs_;
+  std::unique_ptr<gp> model_;
+  std::size_t modelled_ = 0;      // observations in the model
+  std::size_t fitted_at_ = 0;     // observations at the last hyperparameter fit
+  bool appendable_ = false;       // the model's training set is obs_[0..modelled_) in order
+  double penalty_value_ = 0;      // the failure target used at the last (re)build
+};
+
+void register_bayesian();
+
+}  // namespace kf::strategies

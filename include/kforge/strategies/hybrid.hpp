@@ -1,0 +1,46 @@
+// Strategy "hybrid": a steady-state evolutionary search whose offspring are screened by a Gaussian
+// process. Each proposal breeds `offspring` children from the population (crossover, mutation, repair;
+// the operators of "ga") plus the unvisited one-parameter neighbours of the best configuration; with
+// probability `epsilon` a uniformly drawn child is evaluated (exploration), otherwise the child with the
+// highest expected improvement under the GP (log-EI on log(time)). Cheap per proposal (the GP scores only
+// the offspring), so it also serves spaces too large to enumerate.
+// Options (defaults): population_size 10, offspring 64, epsilon 0.1, initial_samples 10, refit_every 8,
+// max_points 400, mutation_rate 0.2.
+#pragma once
+
+#include <memory>
+
+#include "kforge/strategies/bayesian.hpp"
+#include "kforge/strategies/genetic.hpp"
+#include "kforge/strategy.hpp"
+
+namespace kf::strategies {
+
+struct hybrid_options {
+  std::size_t population_size = 10;
+  std::size_t offspring = 64;
+  double epsilon = 0.1;
+  std::size_t initial_samples = 10;
+  std::size_t refit_every = 8;
+  std::size_t max_points = 400;
+  double mutation_rate = 0.2;
+};
+
+class hybrid {
+ public:
+  explicit hybrid(hybrid_options o = {}) : opt_(o) {}
+  void initialize(const search_space& space, std::uint64_t seed);
+  std::vector<config> propose(const search_state& s, std::size_t n);
+  void observe(const search_state& s, std::span<const trial> done);
+
+ private:
+  hybrid_options opt_;
+  rng rng_{0};
+  std::unique_ptr<bayesian> model_;  // the surrogate (its own proposal logic is not used)
+  std::vector<std::pair<config, double>> population_;  // best first; fitness = time (inf when failed)
+  genetic breeder_;
+};
+
+void register_hybrid();
+
+}  // namespace kf::strategies

@@ -1,0 +1,346 @@
+#include "kforge/strategies/bayesian.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "kforge/error.hpp"
+#include "kforge/strategies/common.hpp"
+
+namespace kf::strategies {
+
+namespace {
+acquisition::kind acquisition_kind(const std::string& s) {
+  if (s == "ei") return acquisition::kind::ei;
+  if (s == "pi") return acquisition::kind::pi;
+  if (s == "lcb") return acquisition::kind::lcb;
+  if (s == "thompson") return acquisition::kind::thompson;
+  return acquisition::kind::log_ei;
+}
+gp_kernel kernel_kind(const std::string& s) {
+  if (s == "matern32") return gp_kernel::matern32;
+  if (s == "rbf") return gp_kernel::rbf;
+  return gp_kernel::matern52;
+}
+}  // namespace
+
+void bayesian::initialize(const search_space& space, std::uint64_t seed) {
+  rng_.reseed(seed);
+  space_ = &space;
+  dim_ = space.encoded_dimension() + opt_.metric_features.size();
+  obs_.clear();
+  metric_models_.clear();
+  metric_range_.assign(opt_.metric_features.size(), {0.0, 1.0});
+  metric_log_.assign(opt_.metric_features.size(), false);
+  model_.reset();
+  modelled_ = fitted_at_ = 0;
+  appendable_ = false;
+  enumerated_ = space.cartesian_size() <= 1e9 && space.valid().size() <= 5'000'000;
+  if (enumerated_) {
+    const auto& vs = space.valid();
+    const std::size_t pd = space.encoded_dimension();
+    encoded_.resize(static_cast<Eigen::Index>(vs.size()), static_cast<Eigen::Index>(pd));
+    config c(space.dimension());
+    std::vector<double> row(pd);
+    for (std::size_t i = 0; i < vs.size(); ++i) {
+      vs.decode(vs.ranks()[i], c);
+      space.encode(c, row);
+      for (std::size_t j = 0; j < pd; ++j) encoded_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = row[j];
+    }
+  }
+}
+
+Eigen::VectorXd bayesian::encode(const config& c) const { return features(c, nullptr).transpose(); }
+
+double bayesian::scale_metric(std::size_t k, double raw) const {
+  const double v = metric_log_[k] ? std::log10(std::max(raw, 0.0) + 1.0) : raw;
+  const auto [lo, hi] = metric_range_[k];
+  return hi > lo ? (v - lo) / (hi - lo) : 0.5;
+}
+
+Eigen::RowVectorXd bayesian::features(const config& c, const std::vector<double>* measured) const {
+  const std::size_t pd = space_->encoded_dimension();
+  std::vector<double> row(pd);
+  space_->encode(c, row);
+  Eigen::RowVectorXd f(static_cast<Eigen::Index>(dim_));
+  for (std::size_t j = 0; j < pd; ++j) f(static_cast<Eigen::Index>(j)) = row[j];
+  for (std::size_t k = 0; k < opt_.metric_features.size(); ++k) {
+    double v = std::numeric_limits<double>::quiet_NaN();
+    if (measured && k < measured->size() && std::isfinite((*measured)[k])) v = scale_metric(k, (*measured)[k]);
+    if (!std::isfinite(v)) {
+      if (k < metric_models_.size() && metric_models_[k] && metric_models_[k]->size() > 0) {
+        Eigen::MatrixXd x = Eigen::Map<const Eigen::RowVectorXd>(row.data(), static_cast<Eigen::Index>(pd));
+        Eigen::VectorXd m(1);
+        metric_models_[k]->predict_mean(x, m);
+        v = m(0);
+      } else {
+        v = 0.5;
+      }
+    }
+    f(static_cast<Eigen::Index>(pd + k)) = std::clamp(v, -0.5, 1.5);
+  }
+  return f;
+}
+
+void bayesian::update_metric_models() {
+  const std::size_t pd = space_->encoded_dimension();
+  metric_models_.resize(opt_.metric_features.size());
+  for (std::size_t k = 0; k < opt_.metric_features.size(); ++k) {
+    std::vector<std::size_t> rows;
+    bool positive = true;
+    double lo = INFINITY, hi = -INFINITY, rlo = INFINITY, rhi = -INFINITY;
+    for (std::size_t i = 0; i < obs_.size(); ++i) {
+      if (k >= obs_[i].metrics.size() || !std::isfinite(obs_[i].metrics[k])) continue;
+      rows.push_back(i);
+      const double raw = obs_[i].metrics[k];
+      positive &= raw >= 0;
+      rlo = std::min(rlo, raw);
+      rhi = std::max(rhi, raw);
+    }
+    if (rows.size() < 3) continue;
+    // Counts spanning orders of magnitude are modelled on a log scale.
+    metric_log_[k] = positive && rhi > 100 * std::max(rlo, 1.0);
+    for (auto i : rows) {
+      const double v = metric_log_[k] ? std::log10(obs_[i].metrics[k] + 1.0) : obs_[i].metrics[k];
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    metric_range_[k] = {lo, hi};
+    Eigen::MatrixXd X(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(pd));
+    Eigen::VectorXd y(static_cast<Eigen::Index>(rows.size()));
+    std::vector<double> row(pd);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      space_->encode(obs_[rows[r]].cfg, row);
+      for (std::size_t j = 0; j < pd; ++j) X(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j)) = row[j];
+      y(static_cast<Eigen::Index>(r)) = scale_metric(k, obs_[rows[r]].metrics[k]);
+    }
+    if (!metric_models_[k]) {
+      gp_options go;
+      go.restarts = 1;
+      go.seed = rng_();
+      go.parallel = false;
+      metric_models_[k] = std::make_unique<gp>(pd, go);
+    }
+    metric_models_[k]->fit(X, y);
+  }
+}
+
+void bayesian::observe(const search_state&, std::span<const trial> done) {
+  for (const auto& t : done) {
+    observation o{t.cfg, t.ok() && t.time_ms > 0 ? std::log(t.time_ms) : std::numeric_limits<double>::quiet_NaN(), {}};
+    for (const auto& name : opt_.metric_features) {
+      const auto m = t.metric(name);
+      o.metrics.push_back(t.ok() && m ? *m : std::numeric_limits<double>::quiet_NaN());
+    }
+    obs_.push_back(std::move(o));
+  }
+}
+
+Eigen::MatrixXd bayesian::training_inputs(std::vector<double>& y) const {
+  // Failures: the worst observed log(time) plus the penalty.
+  double worst = -std::numeric_limits<double>::infinity();
+  for (const auto& o : obs_)
+    if (!std::isnan(o.log_time)) worst = std::max(worst, o.log_time);
+  const double fail = std::isfinite(worst) ? worst + opt_.failure_penalty : 0.0;
+  std::vector<std::size_t> keep(obs_.size());
+  std::iota(keep.begin(), keep.end(), 0);
+  if (obs_.size() > opt_.max_points) {
+    // The best three quarters by time and the most recent quarter.
+    const std::size_t recent = opt_.max_points / 4, best = opt_.max_points - recent;
+    std::vector<std::size_t> older(obs_.size() - recent);
+    std::iota(older.begin(), older.end(), 0);
+    auto value = [&](std::size_t i) { return std::isnan(obs_[i].log_time) ? fail : obs_[i].log_time; };
+    std::stable_sort(older.begin(), older.end(), [&](auto a, auto b) { return value(a) < value(b); });
+    older.resize(best);
+    std::sort(older.begin(), older.end());
+    keep = older;
+    for (std::size_t i = obs_.size() - recent; i < obs_.size(); ++i) keep.push_back(i);
+  }
+  Eigen::MatrixXd X(static_cast<Eigen::Index>(keep.size()), static_cast<Eigen::Index>(dim_));
+  y.clear();
+  for (std::size_t r = 0; r < keep.size(); ++r) {
+    X.row(static_cast<Eigen::Index>(r)) = features(obs_[keep[r]].cfg, &obs_[keep[r]].metrics);
+    y.push_back(std::isnan(obs_[keep[r]].log_time) ? fail : obs_[keep[r]].log_time);
+  }
+  return X;
+}
+
+void bayesian::update_model() {
+  if (obs_.size() == modelled_ && model_) return;
+  bool any_ok = false;
+  for (const auto& o : obs_) any_ok |= !std::isnan(o.log_time);
+  const bool refit = !model_ || obs_.size() >= fitted_at_ + opt_.refit_every || obs_.size() > opt_.max_points;
+  // Appending is exact only when the training set is every observation in order and no failure target
+  // changed (a new worst time moves the penalty).
+  double worst = -std::numeric_limits<double>::infinity();
+  for (const auto& o : obs_)
+    if (!std::isnan(o.log_time)) worst = std::max(worst, o.log_time);
+  const double fail = std::isfinite(worst) ? worst + opt_.failure_penalty : 0.0;
+  if (!refit && appendable_ && fail == penalty_value_ && obs_.size() <= opt_.max_points) {
+    for (std::size_t i = modelled_; i < obs_.size(); ++i)
+      model_->append(features(obs_[i].cfg, &obs_[i].metrics).transpose(),
+                     std::isnan(obs_[i].log_time) ? fail : obs_[i].log_time);
+    modelled_ = obs_.size();
+    return;
+  }
+  if (refit && !opt_.metric_features.empty()) update_metric_models();
+  std::vector<double> y;
+  const Eigen::MatrixXd X = training_inputs(y);
+  const Eigen::Map<const Eigen::VectorXd> Y(y.data(), static_cast<Eigen::Index>(y.size()));
+  if (!model_) {
+    gp_options go;
+    go.kernel = kernel_kind(opt_.kernel);
+    go.restarts = opt_.restarts;
+    go.seed = rng_();
+    go.parallel = false;  // strategies run many seeds in parallel already
+    model_ = std::make_unique<gp>(dim_, go);
+  }
+  if (refit || !any_ok) {
+    model_->fit(X, Y);
+    fitted_at_ = obs_.size();
+  } else {
+    model_->fit_fixed(X, Y, model_->hyper());
+  }
+  modelled_ = obs_.size();
+  appendable_ = obs_.size() <= opt_.max_points;
+  penalty_value_ = fail;
+}
+
+std::vector<std::size_t> bayesian::candidates(const search_state& s, const std::vector<config>& taken) {
+  std::vector<std::size_t> out;
+  const auto& vs = s.space().valid();
+  auto fresh = [&](const config& c) { return !s.seen(c) && std::find(taken.begin(), taken.end(), c) == taken.end(); };
+  const std::size_t unvisited = vs.size() - s.history().size();
+  if (unvisited <= opt_.max_candidates) {
+    config c(s.space().dimension());
+    for (std::size_t i = 0; i < vs.size(); ++i) {
+      vs.decode(vs.ranks()[i], c);
+      if (fresh(c)) out.push_back(i);
+    }
+    return out;
+  }
+  // A random sample, plus the one-parameter neighbours of the five best configurations.
+  std::vector<std::size_t> best(obs_.size());
+  std::iota(best.begin(), best.end(), 0);
+  std::stable_sort(best.begin(), best.end(), [&](auto a, auto b) {
+    const double x = std::isnan(obs_[a].log_time) ? INFINITY : obs_[a].log_time;
+    const double y = std::isnan(obs_[b].log_time) ? INFINITY : obs_[b].log_time;
+    return x < y;
+  });
+  for (std::size_t k = 0; k < std::min<std::size_t>(5, best.size()); ++k)
+    for (const auto& n : s.space().neighbours(obs_[best[k]].cfg, neighbourhood::hamming))
+      if (fresh(n)) {
+        if (auto idx = vs.index_of(n)) out.push_back(*idx);
+      }
+  for (std::size_t tries = 0; out.size() < opt_.max_candidates && tries < 4 * opt_.max_candidates; ++tries) {
+    const auto i = static_cast<std::size_t>(rng_.index(vs.size()));
+    if (fresh(vs.at(i))) out.push_back(i);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
+  std::vector<config> out;
+  // Initial design (and spaces too large to enumerate): uniform draws.
+  while (out.size() < n && (obs_.size() + out.size() < opt_.initial_samples || !enumerated_)) {
+    auto c = draw_unseen(s, rng_, out);
+    if (!c) return out;
+    out.push_back(std::move(*c));
+  }
+  if (out.size() == n) return out;
+  update_model();
+  auto cand = candidates(s, out);
+  if (cand.empty()) return out;
+  Eigen::MatrixXd X(static_cast<Eigen::Index>(cand.size()), static_cast<Eigen::Index>(dim_));
+  const auto pd = static_cast<Eigen::Index>(space_->encoded_dimension());
+  for (std::size_t i = 0; i < cand.size(); ++i)
+    X.row(static_cast<Eigen::Index>(i)).head(pd) = encoded_.row(static_cast<Eigen::Index>(cand[i]));
+  // Metric features of the candidates: the auxiliary GPs' means, scaled like the measured ones.
+  for (std::size_t k = 0; k < opt_.metric_features.size(); ++k) {
+    Eigen::VectorXd m(static_cast<Eigen::Index>(cand.size()));
+    if (k < metric_models_.size() && metric_models_[k] && metric_models_[k]->size() > 0)
+      metric_models_[k]->predict_mean(X.leftCols(pd), m);
+    else
+      m.setConstant(0.5);
+    X.col(pd + static_cast<Eigen::Index>(k)) = m.array().max(-0.5).min(1.5).matrix();
+  }
+  acquisition::spec spec;
+  spec.type = acquisition_kind(opt_.acquisition);
+  spec.beta = opt_.beta;
+  spec.xi = opt_.xi;
+  const gp* m = model_.get();
+  std::unique_ptr<gp> conditioned;
+  std::vector<bool> used(cand.size(), false);
+  const auto& vs = s.space().valid();
+  while (out.size() < n) {
+    const auto sel = acquisition::select(*m, X, spec, 8, &rng_);
+    std::optional<std::size_t> pick;
+    for (const auto& ch : sel.top)
+      if (!used[ch.index]) {
+        pick = ch.index;
+        break;
+      }
+    if (!pick) {
+      for (std::size_t i = 0; i < used.size() && !pick; ++i)
+        if (!used[i]) pick = i;
+      if (!pick) break;
+    }
+    used[*pick] = true;
+    out.push_back(vs.at(cand[*pick]));
+    if (out.size() < n) {
+      // Kriging believer: the next pick sees this one as observed at the model's mean.
+      Eigen::MatrixXd p = X.row(static_cast<Eigen::Index>(*pick));
+      conditioned = std::make_unique<gp>(m->condition_on_pending(p));
+      m = conditioned.get();
+      X.row(static_cast<Eigen::Index>(*pick)).setConstant(-1e3);  // far away: never picked again
+    }
+  }
+  return out;
+}
+
+void register_bayesian() {
+  strategy_registry().add({
+      "bo",
+      "Bayesian optimisation: Gaussian process (ARD Matern 5/2) on the encoded configuration, acquisition "
+      "maximised over the unvisited valid configurations",
+      {
+          int_option("initial_samples", 10, "uniform draws before the model is used", 1, 100000),
+          string_option("acquisition", "log_ei", "acquisition function", {"ei", "log_ei", "pi", "lcb", "thompson"}),
+          real_option("beta", 2.0, "lcb: weight of the standard deviation", 0, 100),
+          real_option("xi", 0.0, "ei, log_ei, pi: required improvement (log-time units)", 0, 10),
+          string_option("kernel", "matern52", "GP kernel", {"matern52", "matern32", "rbf"}),
+          int_option("refit_every", 8, "observations between hyperparameter fits", 1, 100000),
+          int_option("max_points", 400, "training points at most (best 3/4 + most recent 1/4)", 10, 100000),
+          int_option("max_candidates", 20000, "unvisited configurations scored exhaustively up to this many", 100, 10000000),
+          real_option("failure_penalty", 1.0, "a failure's target: worst log(time) plus this", 0, 100),
+          int_option("restarts", 2, "L-BFGS runs per hyperparameter fit", 1, 100),
+          optional_option("metric_features", option_type::list,
+                          "profiling metrics used as model inputs (predicted by auxiliary GPs for candidates)"),
+      },
+      [](const options& o) {
+        bayesian_options b;
+        b.initial_samples = static_cast<std::size_t>(o.integer("initial_samples"));
+        b.acquisition = o.string("acquisition");
+        b.beta = o.real("beta");
+        b.xi = o.real("xi");
+        b.kernel = o.string("kernel");
+        b.refit_every = static_cast<std::size_t>(o.integer("refit_every"));
+        b.max_points = static_cast<std::size_t>(o.integer("max_points"));
+        b.max_candidates = static_cast<std::size_t>(o.integer("max_candidates"));
+        b.failure_penalty = o.real("failure_penalty");
+        b.restarts = static_cast<int>(o.integer("restarts"));
+        if (o.has("metric_features")) {
+          for (const auto& m : o.json("metric_features")) {
+            if (!m.is_string()) o.fail("metric_features", "expected metric names");
+            b.metric_features.push_back(m.get<std::string>());
+          }
+        }
+        return strategy(bayesian(b), "bo");
+      },
+  });
+}
+
+}  // namespace kf::strategies
