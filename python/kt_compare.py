@@ -46,6 +46,8 @@ def main():
     from kernel_tuner import tune_kernel
     warnings.filterwarnings("ignore")
     out = {"kernel_tuner_version": kernel_tuner.__version__, "runs": {}}
+    if os.path.exists(args.out):  # resume: keep every (space, strategy) already written
+        out = json.load(open(args.out))
     tmp = tempfile.mkdtemp(prefix="kt-compare-")
     for kernel, gpu in SPACES:
         folder = os.path.join(args.data, "benchmark_hub", kernel)
@@ -56,6 +58,8 @@ def main():
         limit = 1.3 * budget_seconds(d["cache"])
         name = f"{kernel}/{gpu}"
         for strategy in args.strategies.split(","):
+            if len(out["runs"].get(name, {}).get("kt." + strategy, [])) >= args.seeds:
+                continue
             runs = []
             t0 = time.time()
             for seed in range(args.seeds):
@@ -81,9 +85,11 @@ def main():
                 runs.append(keys)
                 os.remove(cache)
             out["runs"].setdefault(name, {})["kt." + strategy] = runs
+            with open(args.out + ".tmp", "w") as f:  # written after every strategy, so a stop loses little
+                json.dump(out, f)
+            os.replace(args.out + ".tmp", args.out)
             print(f"{name:22s} {strategy:20s} {args.seeds} runs, {np.mean([len(r) for r in runs]):7.1f} configurations"
                   f" per run, {time.time() - t0:6.1f} s", flush=True)
-    json.dump(out, open(args.out, "w"))
 
 
 if __name__ == "__main__":

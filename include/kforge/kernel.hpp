@@ -85,7 +85,7 @@ struct kernel_spec {
   std::string entry;        ///< extern "C" name, or a template instantiation with {param} placeholders
   std::string injection = "defines";  ///< how parameters reach the source: "defines" or "template"
   std::vector<std::string> compiler_options;
-  search_space space;  ///< the kernel's own parameters first, then every transform instance's
+  search_space space;          ///< the kernel's own parameters first, then every transform instance's
   std::size_t own_params = 0;  ///< how many of the space's parameters are the kernel's own (#defined)
   std::vector<transform_instance> transforms;  ///< applied in this order when a variant is rendered
   config defaults;  ///< the default configuration (each parameter's `default`, else its first value)
@@ -96,6 +96,7 @@ struct kernel_spec {
   reference_spec reference;
   std::map<dtype, tolerance> tolerances;
   std::optional<expression> bytes, flops;  ///< roofline bounds (issue 4); null when not given
+  std::string flops_unit = "fp32";         ///< whose peak bounds the flops: fp32 or tensor_bf16
   std::filesystem::path base_dir;
 };
 
@@ -148,5 +149,16 @@ struct roofline_bound {
   std::optional<double> bytes, flops;
 };
 roofline_bound roofline(const kernel_spec& k, const config& c, const shape& s);
+
+/// Peak rates of a device for roofline floors: bytes/s of DRAM, flop/s of each compute unit.
+struct device_peaks {
+  double dram_bytes_per_s;
+  double fp32_flops_per_s;
+  double tensor_bf16_flops_per_s;
+};
+/// NVIDIA H200 SXM datasheet: HBM3e 4.8 TB/s, FP32 67 TFLOP/s, BF16 tensor 989 TFLOP/s dense.
+constexpr device_peaks h200_peaks{4.8e12, 67e12, 989e12};
+/// The roofline floor in milliseconds: max(bytes / DRAM rate, flops / the peak of k.flops_unit).
+double roofline_floor_ms(const kernel_spec& k, const roofline_bound& b, const device_peaks& p);
 
 }  // namespace kf

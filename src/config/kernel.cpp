@@ -1,5 +1,6 @@
 #include "kforge/kernel.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <set>
@@ -149,9 +150,10 @@ void check_keys(const document& doc, const json& node, const std::string& key,
 
 kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::string& kp) {
   if (!node.is_object()) doc.at(kp).fail("expected a kernel description (a mapping)");
-  check_keys(doc, node, kp,
-             {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints",
-              "arguments", "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline"});
+  check_keys(
+      doc, node, kp,
+      {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints", "arguments",
+       "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline", "transforms"});
   kernel_spec k;
   k.base_dir = doc.base_dir;
   auto req = [&](const char* key) -> const json& {
@@ -246,17 +248,20 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     const auto tkey = join_key(kp, "transforms");
     if (!ts.is_array()) doc.at(tkey).fail("expected a list of {type, site?, name?, params?}");
     std::set<std::string> names;
-    for (const auto& p : params) names.insert(p.name);
+    for (const auto& p : params)
+      names.insert(p.name);
     for (std::size_t i = 0; i < ts.size(); ++i) {
       const auto key = tkey + "[" + std::to_string(i) + "]";
       const auto& t = ts[i];
       if (!t.is_object()) doc.at(key).fail("expected {type, site?, name?, params?}");
       check_keys(doc, t, key, {"type", "site", "name", "params"});
-      if (!child(t, "type").is_string()) doc.at(key + ".type").fail("expected the name of a registered transform");
+      if (!child(t, "type").is_string())
+        doc.at(key + ".type").fail("expected the name of a registered transform");
       transform_instance inst;
       inst.type = t["type"].get<std::string>();
       const std::string site = child(t, "site").is_string() ? t["site"].get<std::string>() : "";
-      inst.name = child(t, "name").is_string() ? t["name"].get<std::string>() : (site.empty() ? inst.type : inst.type + "_" + site);
+      inst.name = child(t, "name").is_string() ? t["name"].get<std::string>()
+                                               : (site.empty() ? inst.type : inst.type + "_" + site);
       if (!names.insert(inst.name).second)
         doc.at(key + ".name").fail("the name '" + inst.name + "' is taken (give this instance a name: key)");
       plugin_spec ps{inst.type, t.contains("params") ? t["params"] : json::object(), doc.at(key)};
@@ -266,14 +271,21 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
         if (!names.insert(pname).second && tp.name != "value")
           doc.at(key).fail("parameter '" + pname + "' collides with another parameter");
         try {
-          param p = make_param(pname, tp.values.empty() ? param_type::integer : param_type::string, tp.values);
+          param p =
+              make_param(pname, tp.values.empty() ? param_type::integer : param_type::string, tp.values);
           // Keep the declared kind: numbers stay numbers.
           bool numeric = true;
-          for (const auto& v : tp.values) numeric &= v.is_number();
+          for (const auto& v : tp.values)
+            numeric &= v.is_number();
           if (numeric) {
             bool real = false, boolean = true;
-            for (const auto& v : tp.values) real |= v.is_real(), boolean &= v.is_bool();
-            p = make_param(pname, boolean ? param_type::boolean : real ? param_type::real : param_type::integer, tp.values);
+            for (const auto& v : tp.values)
+              real |= v.is_real(), boolean &= v.is_bool();
+            p = make_param(pname,
+                           boolean ? param_type::boolean
+                           : real  ? param_type::real
+                                   : param_type::integer,
+                           tp.values);
           }
           params.push_back(std::move(p));
         } catch (const error& e) {
@@ -435,10 +447,17 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   }
   if (const auto& rf = child(node, "roofline"); !rf.is_null()) {
     const auto rkey = join_key(kp, "roofline");
-    if (!rf.is_object()) doc.at(rkey).fail("expected {bytes: expr, flops: expr}");
-    check_keys(doc, rf, rkey, {"bytes", "flops"});
+    if (!rf.is_object()) doc.at(rkey).fail("expected {bytes: expr, flops: expr, compute: fp32|tensor_bf16}");
+    check_keys(doc, rf, rkey, {"bytes", "flops", "compute"});
     if (rf.contains("bytes")) k.bytes = parse_expr(doc, rf["bytes"], rkey + ".bytes");
     if (rf.contains("flops")) k.flops = parse_expr(doc, rf["flops"], rkey + ".flops");
+    if (rf.contains("compute")) {
+      const auto& c = rf["compute"];
+      if (!c.is_string() || (c.get<std::string>() != "fp32" && c.get<std::string>() != "tensor_bf16"))
+        doc.at(rkey + ".compute")
+            .fail("expected fp32 or tensor_bf16 (the units whose peak bounds the flops)");
+      k.flops_unit = c.get<std::string>();
+    }
   }
   // Every expression must only use known names: check on the first time shape at the defaults.
   try {
@@ -546,7 +565,8 @@ rendered_variant render_variant(const kernel_spec& k, const config& c) {
     }
     for (const auto& t : k.transforms) {
       transform_values vals;
-      for (const auto& [local, idx] : t.params) vals.emplace(local, k.space.value_of(c, idx));
+      for (const auto& [local, idx] : t.params)
+        vals.emplace(local, k.space.value_of(c, idx));
       auto r = t.op.apply(source, vals, ctx);
       if (!r.ok()) throw error("transform " + t.name + " does not apply: " + r.error);
       source = std::move(r.source);
@@ -576,6 +596,11 @@ std::string with_defines(const kernel_spec& k, const config& c, const std::strin
     defs += "#define " + params[i].name + " " + text + "\n";
   }
   return defs + "#line 1 \"" + std::filesystem::path(file).filename().string() + "\"\n" + source;
+}
+
+double roofline_floor_ms(const kernel_spec& k, const roofline_bound& b, const device_peaks& p) {
+  const double flop_rate = k.flops_unit == "tensor_bf16" ? p.tensor_bf16_flops_per_s : p.fp32_flops_per_s;
+  return std::max(b.bytes.value_or(0) / p.dram_bytes_per_s, b.flops.value_or(0) / flop_rate) * 1e3;
 }
 
 roofline_bound roofline(const kernel_spec& k, const config& c, const shape& s) {

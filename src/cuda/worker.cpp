@@ -82,6 +82,7 @@ gpu_worker::gpu_worker(int device_ordinal, const std::filesystem::path& cache_di
   info_.device = device_ordinal;
   info_.name = name;
   info_.pci_bus_id = bus;
+  lock_ = std::make_unique<device_lock>(info_.pci_bus_id);
   info_.memory_bytes = mem;
   info_.driver_version = drv;
   info_.cc_major = attr(dev_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
@@ -275,6 +276,8 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
     bool first_time_shape = true;
     for (std::size_t si = 0; si < req.shapes.size(); ++si) {
       const auto& job = req.shapes[si];
+      // Checks may share the GPU with other workers' checks; timing and profiling may not.
+      const device_lock::guard hold(*lock_, job.time || job.profile);
       auto tc = clock_type::now();
       const auto& g = job.candidate;
       const std::uint64_t threads = std::uint64_t{g.block[0]} * g.block[1] * g.block[2];

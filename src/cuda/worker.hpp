@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "device_lock.hpp"
 #include "engine/gpu_protocol.hpp"
 #include "kforge/compile.hpp"
 
@@ -57,6 +58,7 @@ class gpu_worker {
   std::unique_ptr<device_utils> utils_;
   std::unique_ptr<range_profiler> profiler_;
   std::unique_ptr<nvml_clock> clock_;
+  std::unique_ptr<device_lock> lock_;  // timing and profiling have the GPU to themselves
   buffer flush_;
   unsigned flush_counter_ = 0;
   std::list<module_entry> modules_;  // most recently used first

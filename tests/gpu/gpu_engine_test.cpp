@@ -4,10 +4,13 @@
 //   - CUDA-event and CUPTI-activity times agree within 2%;
 //   - planted variants come back crashed, timeout, invalid/launch_failed and wrong_result, and the run
 //     finishes with every correct variant measured;
-//   - profiled metrics are plausible (saxpy: DRAM throughput > 60%, SM throughput < 30%).
+//   - profiled metrics are plausible (saxpy: DRAM throughput > 60%, SM throughput < 30%);
+//   - every suite kernel's baseline and 20 random valid genomes pass the correctness check; the baseline's
+//     time and its distance from the roofline floor are printed (SUITE lines).
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
@@ -29,6 +32,10 @@ std::string worker_path() {
       GTEST_SKIP() << "no GPU visible (kforge-worker --count: " << r.output.substr(0, 300) << ")"; \
   } while (0)
 
+// saxpy's plain 20-configuration space (block size x items per thread) at n = 2^28: brute-forced here;
+// experiments/kernels/saxpy/kernel.yaml adds the transforms (1680 configurations) for the search.
+constexpr const char* kSaxpy = "experiments/kernels/throughput/saxpy-1ms.yaml";
+
 run_result run_kernel(const std::string& kernel, const std::string& strategy, const std::string& extra_params,
                       const test::temp_dir& tmp, const std::string& name, std::size_t evaluations = 0) {
   register_builtins();
@@ -45,7 +52,7 @@ TEST(gpu, saxpy_reaches_85_percent_of_copy_bandwidth) {
   KF_REQUIRE_GPU();
   test::temp_dir tmp;
   const auto copy = run_kernel("experiments/kernels/saxpy/copy.yaml", "brute_force", "", tmp, "copy");
-  const auto saxpy = run_kernel("experiments/kernels/saxpy/kernel.yaml", "brute_force", "", tmp, "saxpy");
+  const auto saxpy = run_kernel(kSaxpy, "brute_force", "", tmp, "saxpy");
   ASSERT_NE(copy.history.best(), nullptr);
   ASSERT_NE(saxpy.history.best(), nullptr);
   const double n = 268435456.0;
@@ -62,13 +69,13 @@ TEST(gpu, saxpy_reaches_85_percent_of_copy_bandwidth) {
 TEST(gpu, event_and_cupti_activity_times_agree_within_2_percent) {
   KF_REQUIRE_GPU();
   test::temp_dir tmp;
-  const auto r =
-      run_kernel("experiments/kernels/saxpy/kernel.yaml", "random", ", timer: cupti", tmp, "timers", 4);
+  const auto r = run_kernel(kSaxpy, "random", ", timer: cupti", tmp, "timers", 4);
   ASSERT_EQ(r.history.size(), 4u);
   for (const auto& t : r.history.trials()) {
     ASSERT_TRUE(t.ok()) << t.error;
-    const auto ev = t.metric("time.events_median_ms.shape2");
-    const auto cu = t.metric("time.cupti_median_ms.shape2");
+    // Shapes are numbered check shapes first: the one time shape is shape1 here.
+    const auto ev = t.metric("time.events_median_ms.shape1");
+    const auto cu = t.metric("time.cupti_median_ms.shape1");
     ASSERT_TRUE(ev && cu) << "timer metrics missing";
     std::printf("events %.4f ms, CUPTI activity %.4f ms: %+.2f%%\n", *ev, *cu, 100 * (*ev - *cu) / *cu);
     EXPECT_LT(std::abs(*ev - *cu) / *cu, 0.02);
@@ -110,8 +117,7 @@ TEST(gpu, planted_faults_come_back_with_their_status) {
 TEST(gpu, saxpy_metrics_are_plausible) {
   KF_REQUIRE_GPU();
   test::temp_dir tmp;
-  const auto r = run_kernel("experiments/kernels/saxpy/kernel.yaml", "brute_force", ", deep_profile: true",
-                            tmp, "metrics");
+  const auto r = run_kernel(kSaxpy, "brute_force", ", deep_profile: true", tmp, "metrics");
   ASSERT_NE(r.history.best(), nullptr);
   // The best variant got the deep metric set too: it was a new best when it ran.
   const auto& t = *r.history.best();
@@ -124,6 +130,51 @@ TEST(gpu, saxpy_metrics_are_plausible) {
   ASSERT_TRUE(sm.has_value()) << "no SM throughput metric (deep set)";
   EXPECT_LT(*sm, 30.0);
   EXPECT_GT(t.sm_clock_mhz, 500.0);
+}
+
+TEST(gpu, suite_baselines_and_random_genomes_pass_the_correctness_check) {
+  KF_REQUIRE_GPU();
+  register_builtins();
+  test::temp_dir tmp;
+  const auto kernels = test::suite_kernels();
+  ASSERT_FALSE(kernels.empty());
+  for (const auto& yaml : kernels) {
+    const auto name = test::suite_kernel_name(yaml);
+    const auto prob = load_kernel_problem(yaml.string());
+    const auto& k = *prob.kernel_desc;
+    // The first 20 of the genomes CI compiles (tests/unit/kernel_suite_test.cpp); no profiling.
+    const auto genomes = test::suite_genomes(k, name, 20);
+    plugin_spec spec{
+        "cuda", {{"worker", worker_path()}, {"profile", false}, {"max_timing_seconds", 1.0}}, {}};
+    auto eval =
+        evaluator_registry().create(spec, evaluator_context{prob, yaml.parent_path(), tmp.path() / name});
+    std::vector<evaluation_request> reqs;
+    for (std::size_t i = 0; i < genomes.size(); ++i)
+      reqs.push_back({i, genomes[i], 0});
+    const auto trials = eval.evaluate(reqs);
+    ASSERT_EQ(trials.size(), genomes.size()) << name;
+    std::map<std::string, int> statuses;
+    double best = trial::nan;
+    for (std::size_t i = 0; i < trials.size(); ++i) {
+      const auto& t = trials[i];
+      ++statuses[std::string(to_string(t.st))];
+      EXPECT_EQ(t.st, status::ok) << name << (i == 0 ? " baseline " : " genome ")
+                                  << prob.space.describe(t.cfg) << ": " << t.error.substr(0, 400);
+      if (t.ok() && !(t.time_ms >= best)) best = t.time_ms;
+    }
+    const auto& base = trials.front();
+    const auto rb = roofline(k, k.defaults, k.time_shapes.front());
+    const double floor_ms = roofline_floor_ms(k, rb, h200_peaks);
+    std::string st;
+    for (const auto& [s, n] : statuses)
+      st += (st.empty() ? "" : " ") + s + "=" + std::to_string(n);
+    std::printf(
+        "SUITE %-10s baseline %9.4f ms (IQR %.4f)  floor %8.4f ms (%s-bound)  baseline/floor %6.2fx  "
+        "best of 20 genomes %9.4f ms  [%s]\n",
+        name.c_str(), base.time_ms, base.time_iqr_ms, floor_ms,
+        rb.bytes.value_or(0) / h200_peaks.dram_bytes_per_s * 1e3 >= floor_ms ? "memory" : "compute",
+        base.time_ms / floor_ms, best, st.c_str());
+  }
 }
 
 }  // namespace

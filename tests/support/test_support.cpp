@@ -2,11 +2,14 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
+
+#include "kforge/random.hpp"
 
 namespace kf::test {
 
@@ -60,6 +63,37 @@ command_result run_command(const std::string& command) {
   const int st = ::pclose(pipe);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+}  // namespace kf::test
+
+namespace kf::test {
+
+std::vector<std::filesystem::path> suite_kernels() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> out;
+  const auto root = source_dir() / "experiments" / "kernels";
+  if (!fs::is_directory(root)) return out;
+  for (const auto& d : fs::directory_iterator(root))
+    if (d.is_directory() && d.path().filename() != "planted" && fs::is_regular_file(d.path() / "kernel.yaml"))
+      out.push_back(d.path() / "kernel.yaml");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string suite_kernel_name(const std::filesystem::path& yaml) {
+  return yaml.parent_path().filename().string();
+}
+
+std::vector<config> suite_genomes(const kernel_spec& k, const std::string& name, int n) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a: the same seed on every platform
+  for (unsigned char c : name)
+    h = (h ^ c) * 1099511628211ull;
+  rng r(h % 100000 + 17);
+  std::vector<config> out{k.defaults};
+  for (int i = 0; i < n; ++i)
+    out.push_back(k.space.sample(r));
+  return out;
 }
 
 }  // namespace kf::test

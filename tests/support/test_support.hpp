@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "kforge/kernel.hpp"
 
 namespace kf::test {
 
@@ -36,6 +39,16 @@ struct command_result {
   std::string output;
 };
 command_result run_command(const std::string& command);
+
+/// The kernel suite: every experiments/kernels/<name>/kernel.yaml under the source tree but the fixtures
+/// (`planted` faults on purpose), sorted. Found at run time.
+std::vector<std::filesystem::path> suite_kernels();
+/// <name> of experiments/kernels/<name>/kernel.yaml.
+std::string suite_kernel_name(const std::filesystem::path& yaml);
+/// The configurations every suite check runs: the baseline (k.defaults) first, then `n` random valid
+/// ones drawn with a seed derived from the kernel's name (the same genomes in CI's compile test and in
+/// the GPU correctness test).
+std::vector<config> suite_genomes(const kernel_spec& k, const std::string& name, int n);
 
 }  // namespace kf::test
 

@@ -7,13 +7,18 @@
 #define items_per_thread 1
 #endif
 
+// Transform site (kernel.yaml): `coarsen body` repeats the braced block so that each thread does the work
+// of several blocks' threads (the grid shrinks accordingly).
 extern "C" __global__ void __launch_bounds__(block_size)
 saxpy(long long n, float a, const float* __restrict__ x, float* __restrict__ y) {
-  const long long base = (long long)blockIdx.x * (block_size * items_per_thread) + threadIdx.x;
+  //@kf coarsen body
+  {
+    const long long base = (long long)blockIdx.x * (block_size * items_per_thread) + threadIdx.x;
 #pragma unroll
-  for (int k = 0; k < items_per_thread; ++k) {
-    const long long i = base + (long long)k * block_size;
-    if (i < n) y[i] = a * x[i] + y[i];
+    for (int k = 0; k < items_per_thread; ++k) {
+      const long long i = base + (long long)k * block_size;
+      if (i < n) y[i] = a * x[i] + y[i];
+    }
   }
 }
 
