@@ -34,8 +34,7 @@ void bayesian::initialize(const search_space& space, std::uint64_t seed) {
   metric_range_.assign(opt_.metric_features.size(), {0.0, 1.0});
   metric_log_.assign(opt_.metric_features.size(), false);
   model_.reset();
-  modelled_ = fitted_at_ = 0;
-  appendable_ = false;
+  modelled_ = fitted_at_ = built_at_ = 0;
   enumerated_ = space.cartesian_size() <= 1e9 && space.valid().size() <= 5'000'000;
   if (enumerated_) {
     const auto& vs = space.valid();
@@ -46,12 +45,15 @@ void bayesian::initialize(const search_space& space, std::uint64_t seed) {
     for (std::size_t i = 0; i < vs.size(); ++i) {
       vs.decode(vs.ranks()[i], c);
       space.encode(c, row);
-      for (std::size_t j = 0; j < pd; ++j) encoded_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = row[j];
+      for (std::size_t j = 0; j < pd; ++j)
+        encoded_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = row[j];
     }
   }
 }
 
-Eigen::VectorXd bayesian::encode(const config& c) const { return features(c, nullptr).transpose(); }
+Eigen::VectorXd bayesian::encode(const config& c) const {
+  return features(c, nullptr).transpose();
+}
 
 double bayesian::scale_metric(std::size_t k, double raw) const {
   const double v = metric_log_[k] ? std::log10(std::max(raw, 0.0) + 1.0) : raw;
@@ -64,10 +66,12 @@ Eigen::RowVectorXd bayesian::features(const config& c, const std::vector<double>
   std::vector<double> row(pd);
   space_->encode(c, row);
   Eigen::RowVectorXd f(static_cast<Eigen::Index>(dim_));
-  for (std::size_t j = 0; j < pd; ++j) f(static_cast<Eigen::Index>(j)) = row[j];
+  for (std::size_t j = 0; j < pd; ++j)
+    f(static_cast<Eigen::Index>(j)) = row[j];
   for (std::size_t k = 0; k < opt_.metric_features.size(); ++k) {
     double v = std::numeric_limits<double>::quiet_NaN();
-    if (measured && k < measured->size() && std::isfinite((*measured)[k])) v = scale_metric(k, (*measured)[k]);
+    if (measured && k < measured->size() && std::isfinite((*measured)[k]))
+      v = scale_metric(k, (*measured)[k]);
     if (!std::isfinite(v)) {
       if (k < metric_models_.size() && metric_models_[k] && metric_models_[k]->size() > 0) {
         Eigen::MatrixXd x = Eigen::Map<const Eigen::RowVectorXd>(row.data(), static_cast<Eigen::Index>(pd));
@@ -112,7 +116,8 @@ void bayesian::update_metric_models() {
     std::vector<double> row(pd);
     for (std::size_t r = 0; r < rows.size(); ++r) {
       space_->encode(obs_[rows[r]].cfg, row);
-      for (std::size_t j = 0; j < pd; ++j) X(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j)) = row[j];
+      for (std::size_t j = 0; j < pd; ++j)
+        X(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j)) = row[j];
       y(static_cast<Eigen::Index>(r)) = scale_metric(k, obs_[rows[r]].metrics[k]);
     }
     if (!metric_models_[k]) {
@@ -128,7 +133,8 @@ void bayesian::update_metric_models() {
 
 void bayesian::observe(const search_state&, std::span<const trial> done) {
   for (const auto& t : done) {
-    observation o{t.cfg, t.ok() && t.time_ms > 0 ? std::log(t.time_ms) : std::numeric_limits<double>::quiet_NaN(), {}};
+    observation o{
+        t.cfg, t.ok() && t.time_ms > 0 ? std::log(t.time_ms) : std::numeric_limits<double>::quiet_NaN(), {}};
     for (const auto& name : opt_.metric_features) {
       const auto m = t.metric(name);
       o.metrics.push_back(t.ok() && m ? *m : std::numeric_limits<double>::quiet_NaN());
@@ -155,7 +161,8 @@ Eigen::MatrixXd bayesian::training_inputs(std::vector<double>& y) const {
     older.resize(best);
     std::sort(older.begin(), older.end());
     keep = older;
-    for (std::size_t i = obs_.size() - recent; i < obs_.size(); ++i) keep.push_back(i);
+    for (std::size_t i = obs_.size() - recent; i < obs_.size(); ++i)
+      keep.push_back(i);
   }
   Eigen::MatrixXd X(static_cast<Eigen::Index>(keep.size()), static_cast<Eigen::Index>(dim_));
   y.clear();
@@ -167,21 +174,28 @@ Eigen::MatrixXd bayesian::training_inputs(std::vector<double>& y) const {
 }
 
 void bayesian::update_model() {
-  if (obs_.size() == modelled_ && model_) return;
+  const std::size_t n = obs_.size();
+  if (n == modelled_ && model_) return;
   bool any_ok = false;
-  for (const auto& o : obs_) any_ok |= !std::isnan(o.log_time);
-  const bool refit = !model_ || obs_.size() >= fitted_at_ + opt_.refit_every || obs_.size() > opt_.max_points;
-  // Appending is exact only when the training set is every observation in order and no failure target
-  // changed (a new worst time moves the penalty).
+  for (const auto& o : obs_)
+    any_ok |= !std::isnan(o.log_time);
+  // Hyperparameters are re-estimated every refit_every observations at first, then every eighth of the
+  // observations seen at the last fit (the training window is capped at max_points, so they settle and
+  // a full fit per observation would dominate long runs).
+  const bool refit = !model_ || !any_ok || n >= fitted_at_ + std::max(opt_.refit_every, fitted_at_ / 8);
   double worst = -std::numeric_limits<double>::infinity();
   for (const auto& o : obs_)
     if (!std::isnan(o.log_time)) worst = std::max(worst, o.log_time);
   const double fail = std::isfinite(worst) ? worst + opt_.failure_penalty : 0.0;
-  if (!refit && appendable_ && fail == penalty_value_ && obs_.size() <= opt_.max_points) {
-    for (std::size_t i = modelled_; i < obs_.size(); ++i)
+  // Between rebuilds new observations are appended (O(n^2) each): exact while no failure target moved.
+  // Past max_points the window (best 3/4 + most recent 1/4) is rebuilt every refit_every observations,
+  // so the model holds at most max_points + refit_every points.
+  const bool window_due = n > opt_.max_points && n >= built_at_ + opt_.refit_every;
+  if (!refit && !window_due && fail == penalty_value_) {
+    for (std::size_t i = modelled_; i < n; ++i)
       model_->append(features(obs_[i].cfg, &obs_[i].metrics).transpose(),
                      std::isnan(obs_[i].log_time) ? fail : obs_[i].log_time);
-    modelled_ = obs_.size();
+    modelled_ = n;
     return;
   }
   if (refit && !opt_.metric_features.empty()) update_metric_models();
@@ -196,21 +210,22 @@ void bayesian::update_model() {
     go.parallel = false;  // strategies run many seeds in parallel already
     model_ = std::make_unique<gp>(dim_, go);
   }
-  if (refit || !any_ok) {
+  if (refit) {
     model_->fit(X, Y);
-    fitted_at_ = obs_.size();
+    fitted_at_ = n;
   } else {
     model_->fit_fixed(X, Y, model_->hyper());
   }
-  modelled_ = obs_.size();
-  appendable_ = obs_.size() <= opt_.max_points;
+  modelled_ = built_at_ = n;
   penalty_value_ = fail;
 }
 
 std::vector<std::size_t> bayesian::candidates(const search_state& s, const std::vector<config>& taken) {
   std::vector<std::size_t> out;
   const auto& vs = s.space().valid();
-  auto fresh = [&](const config& c) { return !s.seen(c) && std::find(taken.begin(), taken.end(), c) == taken.end(); };
+  auto fresh = [&](const config& c) {
+    return !s.seen(c) && std::find(taken.begin(), taken.end(), c) == taken.end();
+  };
   const std::size_t unvisited = vs.size() - s.history().size();
   if (unvisited <= opt_.max_candidates) {
     config c(s.space().dimension());
@@ -308,17 +323,20 @@ void register_bayesian() {
       "maximised over the unvisited valid configurations",
       {
           int_option("initial_samples", 10, "uniform draws before the model is used", 1, 100000),
-          string_option("acquisition", "log_ei", "acquisition function", {"ei", "log_ei", "pi", "lcb", "thompson"}),
+          string_option("acquisition", "log_ei", "acquisition function",
+                        {"ei", "log_ei", "pi", "lcb", "thompson"}),
           real_option("beta", 2.0, "lcb: weight of the standard deviation", 0, 100),
           real_option("xi", 0.0, "ei, log_ei, pi: required improvement (log-time units)", 0, 10),
           string_option("kernel", "matern52", "GP kernel", {"matern52", "matern32", "rbf"}),
           int_option("refit_every", 8, "observations between hyperparameter fits", 1, 100000),
           int_option("max_points", 400, "training points at most (best 3/4 + most recent 1/4)", 10, 100000),
-          int_option("max_candidates", 20000, "unvisited configurations scored exhaustively up to this many", 100, 10000000),
+          int_option("max_candidates", 20000, "unvisited configurations scored exhaustively up to this many",
+                     100, 10000000),
           real_option("failure_penalty", 1.0, "a failure's target: worst log(time) plus this", 0, 100),
           int_option("restarts", 2, "L-BFGS runs per hyperparameter fit", 1, 100),
-          optional_option("metric_features", option_type::list,
-                          "profiling metrics used as model inputs (predicted by auxiliary GPs for candidates)"),
+          optional_option(
+              "metric_features", option_type::list,
+              "profiling metrics used as model inputs (predicted by auxiliary GPs for candidates)"),
       },
       [](const options& o) {
         bayesian_options b;

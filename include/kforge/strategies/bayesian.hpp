@@ -5,8 +5,9 @@
 //   - targets: log(time); a failed configuration gets the worst observed log(time) plus `failure_penalty`
 //     (so the model steers away from failures without a separate feasibility model);
 //   - the model: ARD kernel (matern52 by default), hyperparameters by maximum marginal likelihood every
-//     `refit_every` observations, O(n^2) appends in between; at most `max_points` training points (the
-//     best three quarters and the most recent quarter beyond that);
+//     `refit_every` observations at first, then every eighth of the observations seen at the last fit;
+//     O(n^2) appends in between; at most `max_points` training points (beyond that, the best three
+//     quarters and the most recent quarter, a window rebuilt every `refit_every` observations);
 //   - candidates: every unvisited valid configuration when there are at most `max_candidates`, else a
 //     random sample of that many plus the one-parameter neighbours of the best configurations;
 //   - batches: one pick at a time, the model conditioned on the picks so far (kriging believer).
@@ -65,7 +66,7 @@ class bayesian {
  private:
   struct observation {
     config cfg;
-    double log_time;  // NaN: failed
+    double log_time;              // NaN: failed
     std::vector<double> metrics;  // raw values of opt_.metric_features (NaN: not measured)
   };
   /// The runtime model's input for a configuration: its encoding, then the (scaled) metrics, measured
@@ -87,10 +88,10 @@ class bayesian {
   Eigen::MatrixXd encoded_;  // every valid configuration, row = its index in the valid set
   std::vector<observation> obs_;
   std::unique_ptr<gp> model_;
-  std::size_t modelled_ = 0;      // observations in the model
-  std::size_t fitted_at_ = 0;     // observations at the last hyperparameter fit
-  bool appendable_ = false;       // the model's training set is obs_[0..modelled_) in order
-  double penalty_value_ = 0;      // the failure target used at the last (re)build
+  std::size_t modelled_ = 0;   // observations in the model
+  std::size_t fitted_at_ = 0;  // observations at the last hyperparameter fit
+  std::size_t built_at_ = 0;   // observations when the training window was last rebuilt
+  double penalty_value_ = 0;   // the failure target used at the last (re)build
 };
 
 void register_bayesian();

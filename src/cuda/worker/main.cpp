@@ -3,9 +3,12 @@
 // (a fault or a hung kernel) it exits at once, and the driver starts a new worker.
 //
 //   kforge-worker --device N --cache DIR      serve requests on GPU N
-//   kforge-worker --fake [--fake-ms T]        no GPU: answer every request after T ms (tests of the
+//   kforge-worker --fake [--fake-ms T] [--fake-die-after K]
+//                                             no GPU: answer every request after T ms (tests of the
 //                                             driver); a function named *crash* aborts the process,
-//                                             *hang* never answers, *fatal* answers crashed + fatal.
+//                                             *hang* never answers, *fatal* answers crashed + fatal;
+//                                             with K, the process dies unannounced on its (K+1)-th
+//                                             request (a worker lost mid-run, for scheduler tests).
 #include <unistd.h>
 
 #include <chrono>
@@ -28,8 +31,9 @@ void send(const nlohmann::json& j) {
   std::fflush(stdout);
 }
 
-int serve_fake(double fake_ms) {
+int serve_fake(double fake_ms, long die_after) {
   std::string line;
+  long served = 0;
   while (std::getline(std::cin, line)) {
     const auto j = nlohmann::json::parse(line);
     const auto op = j.value("op", "");
@@ -45,6 +49,7 @@ int serve_fake(double fake_ms) {
       continue;
     }
     const auto req = kf::gpu::request_from_json(j);
+    if (die_after >= 0 && served++ >= die_after) std::_Exit(1);
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(fake_ms));
     if (req.function.find("crash") != std::string::npos) std::abort();
     if (req.function.find("hang") != std::string::npos) std::this_thread::sleep_for(std::chrono::hours(1));
@@ -76,6 +81,7 @@ int main(int argc, char** argv) {
   std::string cache;
   bool fake = false;
   double fake_ms = 5;
+  long die_after = -1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
       device = std::atoi(argv[++i]);
@@ -99,12 +105,14 @@ int main(int argc, char** argv) {
       }
     } else if (!std::strcmp(argv[i], "--fake-ms") && i + 1 < argc)
       fake_ms = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--fake-die-after") && i + 1 < argc)
+      die_after = std::atol(argv[++i]);
     else {
       std::cerr << "kforge-worker: unknown argument " << argv[i] << "\n";
       return 2;
     }
   }
-  if (fake) return serve_fake(fake_ms);
+  if (fake) return serve_fake(fake_ms, die_after);
   // Modules load eagerly, so that module loading never falls inside a timed region.
   ::setenv("CUDA_MODULE_LOADING", "EAGER", 1);
   std::unique_ptr<kf::cuda::gpu_worker> worker;
