@@ -41,6 +41,10 @@ def main():
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--out", default="kt_runs.json")
+    ap.add_argument("--bo-max-fevals", type=int, default=1000,
+                    help="cap on bayes_opt's evaluations per run (its cost grows cubically with them: ten "
+                         "uncapped runs on dedispersion/A100, ~4000 evaluations each, had not finished "
+                         "after 55 minutes)")
     args = ap.parse_args()
     import kernel_tuner
     from kernel_tuner import tune_kernel
@@ -72,6 +76,8 @@ def main():
                 options = {"time_limit": limit, "max_fevals": 10**9}
                 if strategy == "random_sample":
                     options["fraction"] = 1.0
+                if strategy == "bayes_opt":
+                    options["max_fevals"] = args.bo_max_fevals
                 res, env = tune_kernel(d["kernel_name"], "__global__ void k(){}", d["problem_size"], [], tune_params,
                                        strategy=strategy, strategy_options=options,
                                        cache=cache, simulation_mode=True, restrictions=restrictions,

@@ -15,9 +15,8 @@ namespace kf::cli {
 int cmd_space(const std::vector<std::string>& args) {
   po::options_description desc(
       "usage: kforge space FILE [options]\n\n"
-      "Describes the search space of FILE: a T1 file, or a recording (Kernel Tuner cache, T4, KTT; .gz "
-      "too),\n"
-      "whose valid set is its recorded configurations.\n\noptions");
+      "Describes the search space of FILE: a T1 file, a kforge kernel description, or a recording\n"
+      "(Kernel Tuner cache, T4, KTT; .gz too), whose valid set is its recorded configurations.\n\noptions");
   desc.add_options()("help,h", "show this help")("list", po::value<std::size_t>()->implicit_value(20),
                                                  "print the first N valid configurations")(
       "sample", po::value<std::size_t>(), "print N uniformly drawn valid configurations")(
@@ -35,8 +34,9 @@ int cmd_space(const std::vector<std::string>& args) {
   if (!vm.count("file")) throw config_error("kforge space", "FILE", "missing: give a T1 file or a recording");
   const auto file = vm["file"].as<std::string>();
   const auto doc = load_document(file);
-  problem prob = doc.root.is_object() && doc.root.contains("ConfigurationSpace") ? load_t1(file)
-                                                                                 : load_cache_problem(file);
+  const bool t1 = doc.root.is_object() && doc.root.contains("ConfigurationSpace");
+  const bool kernel = doc.root.is_object() && doc.root.contains("source") && doc.root.contains("entry");
+  problem prob = t1 ? load_t1(file) : kernel ? load_kernel_problem(file) : load_cache_problem(file);
   const auto& sp = prob.space;
   std::cout << "space " << file << " (" << prob.source_kind << ")\n";
   for (const auto& p : sp.params()) {

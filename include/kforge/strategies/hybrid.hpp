@@ -1,11 +1,14 @@
 // Strategy "hybrid": a steady-state evolutionary search whose offspring are screened by a Gaussian
 // process. Each proposal breeds `offspring` children from the population (crossover, mutation, repair;
-// the operators of "ga") plus the unvisited one-parameter neighbours of the best configuration; with
-// probability `epsilon` a uniformly drawn child is evaluated (exploration), otherwise the child with the
-// highest expected improvement under the GP (log-EI on log(time)). Cheap per proposal (the GP scores only
-// the offspring), so it also serves spaces too large to enumerate.
-// Options (defaults): population_size 10, offspring 64, epsilon 0.1, initial_samples 10, refit_every 8,
-// max_points 400, mutation_rate 0.2.
+// the operators of "ga") plus the unvisited one-parameter neighbours of the best configuration and
+// `immigrants` uniformly drawn unvisited configurations; with probability `epsilon` a uniformly drawn
+// candidate is evaluated (exploration), otherwise the one with the highest expected improvement under
+// the GP (log-EI on log(time)). The immigrants let the GP reach regions that no single-gene mutation of
+// the population can (e.g. a tensor-core implementation whose constraints pin several other
+// parameters): the model picks one when its uncertainty there makes it worth a trial. Cheap per
+// proposal (the GP scores only the candidates), so it also serves spaces too large to enumerate.
+// Options (defaults): population_size 10, offspring 64, immigrants 8, epsilon 0.1, initial_samples 10,
+// refit_every 8, max_points 400, mutation_rate 0.2.
 #pragma once
 
 #include <memory>
@@ -19,6 +22,7 @@ namespace kf::strategies {
 struct hybrid_options {
   std::size_t population_size = 10;
   std::size_t offspring = 64;
+  std::size_t immigrants = 8;
   double epsilon = 0.1;
   std::size_t initial_samples = 10;
   std::size_t refit_every = 8;
@@ -36,7 +40,7 @@ class hybrid {
  private:
   hybrid_options opt_;
   rng rng_{0};
-  std::unique_ptr<bayesian> model_;  // the surrogate (its own proposal logic is not used)
+  std::unique_ptr<bayesian> model_;                    // the surrogate (its own proposal logic is not used)
   std::vector<std::pair<config, double>> population_;  // best first; fitness = time (inf when failed)
   genetic breeder_;
 };
