@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
@@ -65,7 +66,10 @@ int cmd_run(const std::vector<std::string>& args) {
       "output,o", po::value<std::string>(), "run folder (overrides the config's output)")(
       "seed", po::value<std::uint64_t>(), "seed (overrides the config's seed)")(
       "evaluations", po::value<std::size_t>(), "evaluation budget (overrides the config's)")(
-      "quiet,q", "no progress lines")("config", po::value<std::string>(), "the experiment config");
+      "devices", po::value<std::string>(),
+      "GPUs to use, e.g. 0,2 (overrides the cuda evaluator's devices; default: the config's, else every "
+      "GPU visible under CUDA_VISIBLE_DEVICES)")("quiet,q", "no progress lines")(
+      "config", po::value<std::string>(), "the experiment config");
   po::positional_options_description pos;
   pos.add("config", 1);
   po::variables_map vm;
@@ -83,6 +87,25 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("evaluations")) {
     if (vm["evaluations"].as<std::size_t>() == 0) throw config_error("--evaluations", "", "must be positive");
     spec.budget.evaluations = vm["evaluations"].as<std::size_t>();
+  }
+  if (vm.count("devices")) {
+    const auto text = vm["devices"].as<std::string>();
+    if (spec.evaluator.type != "cuda")
+      throw config_error("--devices", "",
+                         "only the cuda evaluator runs on GPUs (this experiment's evaluator is " +
+                             spec.evaluator.type + ")");
+    nlohmann::json list = nlohmann::json::array();
+    std::size_t at = 0;
+    while (at <= text.size()) {
+      const auto comma = std::min(text.find(',', at), text.size());
+      const auto item = text.substr(at, comma - at);
+      if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 4)
+        throw config_error("--devices", "",
+                           "expected GPU indices separated by commas (e.g. 0,1), got '" + text + "'");
+      list.push_back(std::stoi(item));
+      at = comma + 1;
+    }
+    spec.evaluator.params["devices"] = list;
   }
   const bool quiet = vm.count("quiet") > 0;
   std::cout << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " "

@@ -20,3 +20,34 @@ TEST(binaries, none_needs_the_cuda_driver_at_load_time) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(binaries, run_devices_flag_is_checked) {
+  const std::string kforge = KFORGE_CLI;
+  // The embedded default replays: GPUs do not apply.
+  auto r = kf::test::run_command(kforge + " run --devices 0");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--devices"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("only the cuda evaluator"), std::string::npos) << r.output;
+  // A cuda experiment on two fake workers: the flag picks the devices, and a malformed list is refused.
+  kf::test::temp_dir tmp;
+  const auto cfg = kf::test::write_file(
+      tmp.path() / "e.yaml",
+      "problem: {kernel: " + (kf::test::source_dir() / "experiments/kernels/saxpy/kernel.yaml").string() +
+          "}\nstrategy: random\nevaluator: {type: cuda, params: {worker: " +
+          (std::filesystem::path(KFORGE_CLI).parent_path() / "kforge-worker").string() +
+          ", worker_args: [--fake], profile: false, cache_dir: " + (tmp.path() / "cache").string() +
+          "}}\nbudget: {evaluations: 3}\noutput: " + (tmp.path() / "run").string() + "\n");
+  r = kf::test::run_command(kforge + " run --quiet --devices 0,x " + cfg.string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("expected GPU indices"), std::string::npos) << r.output;
+  r = kf::test::run_command(kforge + " run --quiet --devices 0,1 " + cfg.string());
+  EXPECT_EQ(r.status, 0) << r.output;
+  // One worker per named device (their logs are named after them).
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "run/workers/worker-gpu0-0.log"));
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "run/workers/worker-gpu1-0.log"));
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "run/workers/worker-gpu2-0.log"));
+}
+
+}  // namespace
