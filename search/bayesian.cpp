@@ -70,7 +70,7 @@ Eigen::RowVectorXd bayesian::features(const config& c, const std::vector<double>
     f(static_cast<Eigen::Index>(j)) = row[j];
   for (std::size_t k = 0; k < opt_.metric_features.size(); ++k) {
     double v = std::numeric_limits<double>::quiet_NaN();
-    if (measured && k < measured->size() && std::isfinite((*measured)[k]))
+    if (measured && opt_.metric_inputs == "measured" && k < measured->size() && std::isfinite((*measured)[k]))
       v = scale_metric(k, (*measured)[k]);
     if (!std::isfinite(v)) {
       if (k < metric_models_.size() && metric_models_[k] && metric_models_[k]->size() > 0) {
@@ -337,6 +337,9 @@ void register_bayesian() {
           optional_option(
               "metric_features", option_type::list,
               "profiling metrics used as model inputs (predicted by auxiliary GPs for candidates)"),
+          string_option("metric_inputs", "measured",
+                        "metric inputs of evaluated configurations: measured, or predicted as for candidates",
+                        {"measured", "predicted"}),
       },
       [](const options& o) {
         bayesian_options b;
@@ -350,6 +353,7 @@ void register_bayesian() {
         b.max_candidates = static_cast<std::size_t>(o.integer("max_candidates"));
         b.failure_penalty = o.real("failure_penalty");
         b.restarts = static_cast<int>(o.integer("restarts"));
+        b.metric_inputs = o.string("metric_inputs");
         if (o.has("metric_features")) {
           for (const auto& m : o.json("metric_features")) {
             if (!m.is_string()) o.fail("metric_features", "expected metric names");

@@ -14,7 +14,9 @@
 // Profiling metrics as features (metric_features: a list of metric names; empty by default): an auxiliary
 // GP per metric predicts it from the configuration; the runtime model's inputs are the encoded
 // configuration and the metrics, scaled to [0,1] (log scale for counts) — measured values for evaluated
-// configurations, the auxiliary GPs' means for candidates (surrogate.md, "function network", plug-in).
+// configurations, the auxiliary GPs' means for candidates (surrogate.md, "function network", plug-in);
+// with metric_inputs: predicted, the auxiliary GPs' means for both, so that the runtime model is trained
+// on the same kind of input it ranks candidates by.
 // Options (defaults): initial_samples 10, acquisition log_ei (ei, log_ei, pi, lcb, thompson), beta 2 (lcb),
 // xi 0, kernel matern52 (matern32, rbf), refit_every 8, max_points 400, max_candidates 20000,
 // failure_penalty 1.0, restarts 2.
@@ -46,6 +48,7 @@ struct bayesian_options {
   double failure_penalty = 1.0;
   int restarts = 2;
   std::vector<std::string> metric_features;
+  std::string metric_inputs = "measured";  ///< measured (where known) | predicted (always)
 };
 
 class bayesian {
