@@ -108,7 +108,8 @@ struct job {
   gpu::evaluate_request request;
   clock_type::time_point submitted;
   clock_type::time_point dispatched;  // sent to a worker
-  int attempts = 0;
+  int attempts = 0;                   // dispatches that ended with the worker lost
+  std::string first_loss;             // why the worker was lost the first time (kept when a retry succeeds)
 };
 }  // namespace
 
@@ -154,6 +155,7 @@ class cuda_evaluator final : public async_evaluator {
   bool profile_ = true;
   bool static_filter_ = true;
   double driver_timeout_s_ = 120;
+  int retry_lost_ = 1;  // dispatches again after a worker died unannounced
   std::string profiling_note_;
   std::vector<std::string> worker_args_;
   std::size_t compile_threads_ = 1;
@@ -211,6 +213,7 @@ cuda_evaluator::cuda_evaluator(std::shared_ptr<const kernel_spec> spec, const op
   else if (o.has("deep_metrics"))
     o.fail("deep_metrics", "set deep_profile: true to collect them");
   driver_timeout_s_ = o.real("request_timeout_s");
+  retry_lost_ = static_cast<int>(o.integer("retry_lost"));
 
   compiler_ = std::make_unique<compiler>(cache_dir_ / "nvrtc");
   const auto threads = static_cast<std::size_t>(o.integer("compile_threads") > 0
@@ -582,6 +585,10 @@ void cuda_evaluator::on_response(worker_proc& w, const std::string& line) {
   t.metrics["kforge.queue_s"] =
       std::chrono::duration<double>(jb.dispatched - jb.submitted).count() - t.cost.compile;
   if (!r.notes.empty()) t.metrics.emplace("note.profiling_unavailable", 1.0), profiling_note_ = r.notes;
+  if (jb.attempts > 0) {
+    t.metrics["worker_losses"] = jb.attempts;
+    if (!t.ok() && t.error.empty()) t.error = "after a lost worker (" + jb.first_loss + ")";
+  }
   finish(r.id, std::move(t));
   if (r.fatal) {
     // The worker exits after a fatal answer: start a fresh one.
@@ -611,8 +618,20 @@ void cuda_evaluator::on_worker_lost(worker_proc& w, status st, const std::string
   std::lock_guard lk(mu_);
   if (w.busy || running_.count(w.job)) {
     auto it = running_.find(w.job);
+    if (it != running_.end() && st == status::crashed && it->second.attempts < retry_lost_) {
+      // A worker that dies without a word may have died of something else than the variant (a lost
+      // device, the OOM killer): the variant goes first in the queue for a fresh worker. A variant that
+      // kills its worker again is crashed then. Faults the worker reports itself are not retried.
+      job jb = std::move(it->second);
+      running_.erase(it);
+      ++jb.attempts;
+      if (jb.first_loss.empty()) jb.first_loss = why + how;
+      ready_.push_front(std::move(jb));
+      it = running_.end();
+    }
     if (it != running_.end()) {
       trial t = std::move(it->second.t);
+      if (it->second.attempts > 0) t.metrics["worker_losses"] = it->second.attempts;
       running_.erase(it);
       t.st = st;
       t.error = why + how + (tail.empty() ? "" : "; worker log: " + tail);
@@ -834,6 +853,9 @@ void register_cuda_evaluator() {
           real_option("watchdog_min_ms", 2000.0, "a launch may always run this long", 1, 3.6e6),
           real_option("watchdog_factor", 100.0, "... or this many times the reference's time", 1, 1e6),
           real_option("request_timeout_s", 300.0, "a worker silent this long is killed", 1, 86400),
+          int_option("retry_lost", 1,
+                     "times a variant whose worker died unannounced is dispatched again before it is crashed",
+                     0, 10),
           bool_option("profile", true, "collect CUPTI metrics (profiling runs apart from timing runs)"),
           optional_option("metrics", option_type::list, "CUPTI metric names (default: a 1-pass set)"),
           bool_option(

@@ -86,5 +86,44 @@ TEST(cuda_evaluator_fake, every_failure_is_a_trial_and_workers_come_back) {
   EXPECT_GE(restarts, 3) << ev.dump();
 }
 
+TEST(cuda_evaluator_fake, a_variant_whose_worker_dies_unannounced_is_retried_once) {
+  register_builtins();
+  test::temp_dir tmp;
+  test::write_file(tmp.path() / "fake.cu", source);
+  test::write_file(tmp.path() / "kernel.yaml", kernel_yaml);
+  const std::string worker = std::filesystem::path(KFORGE_CLI).parent_path() / "kforge-worker";
+  // Each worker process dies unannounced on its third request, one device, one variant at a time: the
+  // good variants must still come back ok (retried on a fresh worker); k_crash, which kills its worker
+  // on every attempt, is crashed after its retry; k_hang is a timeout (not retried).
+  const auto cfg = test::write_file(
+      tmp.path() / "e.yaml",
+      "problem: {kernel: kernel.yaml}\nstrategy: brute_force\nevaluator: {type: cuda, params: {worker: " +
+          worker +
+          ", worker_args: [--fake, --fake-die-after, '2'], devices: [0], request_timeout_s: 2, profile: "
+          "false, "
+          "cache_dir: " +
+          (tmp.path() / "cache").string() + "}}\nbatch_size: 1\noutput: " + (tmp.path() / "run").string() +
+          "\n");
+  const auto spec = load_experiment(cfg.string());
+  const auto res = run_experiment(spec, {});
+  ASSERT_EQ(res.history.size(), 7u);
+  int ok = 0, retried = 0, crashed = 0;
+  for (const auto& t : res.history.trials()) {
+    const auto v = spec.prob.space.value_of(t.cfg, 0).as_string();
+    if (v == "k_ok" || v == "k_ok2") {
+      EXPECT_EQ(t.st, status::ok) << v << ": " << t.error;
+      ok += t.ok();
+    }
+    if (v == "k_crash") crashed += t.st == status::crashed;
+    if (v == "k_hang") {
+      EXPECT_EQ(t.st, status::timeout);
+    }
+    if (t.metric("worker_losses")) ++retried;
+  }
+  EXPECT_EQ(ok, 2);
+  EXPECT_EQ(crashed, 1);
+  EXPECT_GE(retried, 1);
+}
+
 }  // namespace
 }  // namespace kf
