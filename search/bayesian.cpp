@@ -143,12 +143,14 @@ void bayesian::observe(const search_state&, std::span<const trial> done) {
   }
 }
 
-Eigen::MatrixXd bayesian::training_inputs(std::vector<double>& y) const {
-  // Failures: the worst observed log(time) plus the penalty.
+double bayesian::worst_log_time() const {
   double worst = -std::numeric_limits<double>::infinity();
   for (const auto& o : obs_)
     if (!std::isnan(o.log_time)) worst = std::max(worst, o.log_time);
-  const double fail = std::isfinite(worst) ? worst + opt_.failure_penalty : 0.0;
+  return worst;
+}
+
+Eigen::MatrixXd bayesian::training_inputs(double fail, std::vector<double>& y) const {
   std::vector<std::size_t> keep(obs_.size());
   std::iota(keep.begin(), keep.end(), 0);
   if (obs_.size() > opt_.max_points) {
@@ -176,17 +178,14 @@ Eigen::MatrixXd bayesian::training_inputs(std::vector<double>& y) const {
 void bayesian::update_model() {
   const std::size_t n = obs_.size();
   if (n == modelled_ && model_) return;
-  bool any_ok = false;
-  for (const auto& o : obs_)
-    any_ok |= !std::isnan(o.log_time);
+  // Failures: the worst observed log(time) plus the penalty.
+  const double worst = worst_log_time();
+  const bool any_ok = std::isfinite(worst);
+  const double fail = any_ok ? worst + opt_.failure_penalty : 0.0;
   // Hyperparameters are re-estimated every refit_every observations at first, then every eighth of the
   // observations seen at the last fit (the training window is capped at max_points, so they settle and
   // a full fit per observation would dominate long runs).
   const bool refit = !model_ || !any_ok || n >= fitted_at_ + std::max(opt_.refit_every, fitted_at_ / 8);
-  double worst = -std::numeric_limits<double>::infinity();
-  for (const auto& o : obs_)
-    if (!std::isnan(o.log_time)) worst = std::max(worst, o.log_time);
-  const double fail = std::isfinite(worst) ? worst + opt_.failure_penalty : 0.0;
   // Between rebuilds new observations are appended (O(n^2) each): exact while no failure target moved.
   // Past max_points the window (best 3/4 + most recent 1/4) is rebuilt every refit_every observations,
   // so the model holds at most max_points + refit_every points.
@@ -200,7 +199,7 @@ void bayesian::update_model() {
   }
   if (refit && !opt_.metric_features.empty()) update_metric_models();
   std::vector<double> y;
-  const Eigen::MatrixXd X = training_inputs(y);
+  const Eigen::MatrixXd X = training_inputs(fail, y);
   const Eigen::Map<const Eigen::VectorXd> Y(y.data(), static_cast<Eigen::Index>(y.size()));
   if (!model_) {
     gp_options go;

@@ -38,22 +38,28 @@ shapes:
 reference: {entry: k_ok}
 )YAML";
 
-TEST(cuda_evaluator_fake, every_failure_is_a_trial_and_workers_come_back) {
-  register_builtins();
-  test::temp_dir tmp;
+/// Writes the fake kernel, its description and an experiment config into `tmp`: brute force over the
+/// variants on fake workers with `worker_params` (the cuda evaluator's params besides worker, profile and
+/// cache_dir), `batch_size` proposals at a time. Returns the config's path.
+std::filesystem::path write_fake_experiment(const test::temp_dir& tmp, const std::string& worker_params,
+                                            int batch_size) {
   test::write_file(tmp.path() / "fake.cu", source);
   test::write_file(tmp.path() / "kernel.yaml", kernel_yaml);
   const std::string worker = std::filesystem::path(KFORGE_CLI).parent_path() / "kforge-worker";
-  const auto cfg = test::write_file(tmp.path() / "e.yaml",
-                                    std::string("problem: {kernel: kernel.yaml}\n"
-                                                "strategy: brute_force\n"
-                                                "evaluator: {type: cuda, params: {worker: ") +
-                                        worker +
-                                        ", worker_args: [--fake, --fake-ms, '20'], "
-                                        "devices: [0, 1], request_timeout_s: 2, profile: false, "
-                                        "cache_dir: " +
-                                        (tmp.path() / "cache").string() +
-                                        "}}\nbatch_size: 4\noutput: " + (tmp.path() / "run").string() + "\n");
+  return test::write_file(
+      tmp.path() / "e.yaml",
+      "problem: {kernel: kernel.yaml}\nstrategy: brute_force\nevaluator: {type: cuda, params: "
+      "{worker: " +
+          worker + ", " + worker_params + ", profile: false, cache_dir: " + (tmp.path() / "cache").string() +
+          "}}\nbatch_size: " + std::to_string(batch_size) + "\noutput: " + (tmp.path() / "run").string() +
+          "\n");
+}
+
+TEST(cuda_evaluator_fake, every_failure_is_a_trial_and_workers_come_back) {
+  register_builtins();
+  test::temp_dir tmp;
+  const auto cfg = write_fake_experiment(
+      tmp, "worker_args: [--fake, --fake-ms, '20'], devices: [0, 1], request_timeout_s: 2", 4);
   const auto spec = load_experiment(cfg.string());
   run_options o;
   const auto res = run_experiment(spec, o);
@@ -89,21 +95,11 @@ TEST(cuda_evaluator_fake, every_failure_is_a_trial_and_workers_come_back) {
 TEST(cuda_evaluator_fake, a_variant_whose_worker_dies_unannounced_is_retried_once) {
   register_builtins();
   test::temp_dir tmp;
-  test::write_file(tmp.path() / "fake.cu", source);
-  test::write_file(tmp.path() / "kernel.yaml", kernel_yaml);
-  const std::string worker = std::filesystem::path(KFORGE_CLI).parent_path() / "kforge-worker";
   // Each worker process dies unannounced on its third request, one device, one variant at a time: the
   // good variants must still come back ok (retried on a fresh worker); k_crash, which kills its worker
   // on every attempt, is crashed after its retry; k_hang is a timeout (not retried).
-  const auto cfg = test::write_file(
-      tmp.path() / "e.yaml",
-      "problem: {kernel: kernel.yaml}\nstrategy: brute_force\nevaluator: {type: cuda, params: {worker: " +
-          worker +
-          ", worker_args: [--fake, --fake-die-after, '2'], devices: [0], request_timeout_s: 2, profile: "
-          "false, "
-          "cache_dir: " +
-          (tmp.path() / "cache").string() + "}}\nbatch_size: 1\noutput: " + (tmp.path() / "run").string() +
-          "\n");
+  const auto cfg = write_fake_experiment(
+      tmp, "worker_args: [--fake, --fake-die-after, '2'], devices: [0], request_timeout_s: 2", 1);
   const auto spec = load_experiment(cfg.string());
   const auto res = run_experiment(spec, {});
   ASSERT_EQ(res.history.size(), 7u);

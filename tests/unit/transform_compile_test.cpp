@@ -22,33 +22,14 @@
 #include "kforge/random.hpp"
 #include "kforge/transform.hpp"
 #include "support/test_support.hpp"
+#include "support/transform_fixtures.hpp"
 
 namespace kf {
 namespace {
 
-std::string input(const std::string& name) {
-  std::ifstream in(test::source_dir() / "tests/unit/golden/transforms" / name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-transform make(const std::string& type, const std::string& site = "",
-               const nlohmann::json& params = nlohmann::json::object()) {
-  register_builtins();
-  plugin_spec ps{type, params, config_location{"kernel.yaml", "transforms[0]"}};
-  return transform_registry().create(ps, transform_site{site});
-}
-
-transform_context context(std::string entry, std::vector<std::string> buffers,
-                          std::vector<std::string> read_only) {
-  transform_context c;
-  c.entry = std::move(entry);
-  c.buffer_names = std::move(buffers);
-  c.read_only = std::move(read_only);
-  return c;
-}
+using test::context;
+using test::input;
+using test::make;
 
 /// A compilation and what its result must satisfy.
 struct job {

@@ -18,25 +18,16 @@
 #include "kforge/kforge.hpp"
 #include "kforge/transform.hpp"
 #include "support/test_support.hpp"
+#include "support/transform_fixtures.hpp"
 
 namespace kf {
 namespace {
 
-std::filesystem::path golden_dir() {
-  return test::source_dir() / "tests/unit/golden/transforms";
-}
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot read " << p;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string input(const std::string& name) {
-  return read_text(golden_dir() / name);
-}
+using test::context;
+using test::golden_dir;
+using test::input;
+using test::make;
+using test::read_text;
 
 /// Compares `actual` with the expected file `name` (or rewrites it under KFORGE_UPDATE_GOLDEN=1).
 void expect_golden(const std::string& actual, const std::string& name) {
@@ -47,22 +38,6 @@ void expect_golden(const std::string& actual, const std::string& name) {
   }
   ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing (KFORGE_UPDATE_GOLDEN=1 writes it)";
   EXPECT_EQ(actual, read_text(path)) << "differs from " << name;
-}
-
-transform make(const std::string& type, const std::string& site = "",
-               const nlohmann::json& params = nlohmann::json::object()) {
-  register_builtins();
-  plugin_spec ps{type, params, config_location{"kernel.yaml", "transforms[0]"}};
-  return transform_registry().create(ps, transform_site{site});
-}
-
-transform_context context(std::string entry, std::vector<std::string> buffers,
-                          std::vector<std::string> read_only) {
-  transform_context c;
-  c.entry = std::move(entry);
-  c.buffer_names = std::move(buffers);
-  c.read_only = std::move(read_only);
-  return c;
 }
 
 /// The transform's result for one value of its parameter "value".

@@ -81,7 +81,10 @@ class bayesian {
   std::vector<std::pair<double, double>> metric_range_;  // (lo, hi) of the transformed values
   std::vector<bool> metric_log_;
   std::vector<std::size_t> candidates(const search_state& s, const std::vector<config>& taken);
-  Eigen::MatrixXd training_inputs(std::vector<double>& y) const;
+  /// The worst log(time) observed; -inf before the first success.
+  double worst_log_time() const;
+  /// The training window's inputs, and its targets in `y` (a failure's target is `fail`).
+  Eigen::MatrixXd training_inputs(double fail, std::vector<double>& y) const;
 
   bayesian_options opt_;
   rng rng_{0};
