@@ -435,38 +435,49 @@ class Compiler:
 
 
 def _compilation_error_log(error, fn, file_name: str) -> str:
-    """'<file>:<line>:<col>: <message>', the source line and a caret, then Triton's own message.
+    """'<file>:<line>:<col>: <message>', the source line and a caret, then Triton's own messages.
 
-    Triton reports the line relative to the @jit function whose source it was generating; the function
-    is found among the module's JIT functions by its source text to give the line in the file."""
-    node = getattr(error, "node", None)
-    message = _innermost_message(error)
-    line = None
-    if node is not None and hasattr(node, "lineno") and error.src is not None:
-        def_line = _def_line_of_source(fn, error.src)
-        if def_line is not None:
-            line = def_line + node.lineno - 1
-    col = getattr(node, "col_offset", 0) if node is not None else 0
-    head = f"{file_name}:{line}:{col}: {message}" if line else f"{file_name}: {message}"
+    An error inside a @jit function called by the kernel arrives as a chain (the call site, then the
+    callee); the innermost located one is reported first. Triton counts lines from the 'def' of the
+    function it was generating; the function is found among the module's JIT functions by its source
+    text to give the line in the file."""
+    chain = _error_chain(error)
+    located = [e for e in chain if getattr(e, "src", None) is not None and hasattr(getattr(e, "node", None), "lineno")]
+    message = _innermost_message(chain)
+    if not located:
+        return f"{file_name}: {message}\n\n{error}"
+    innermost = located[-1]
+    node = innermost.node
+    def_line = _def_line_of_source(fn, innermost.src)
+    where = f"{file_name}:{def_line + node.lineno - 1}:{node.col_offset}" if def_line else file_name
+    src_lines = innermost.src.split("\n")
     pointed = ""
-    if node is not None and hasattr(node, "lineno") and error.src is not None:
-        src_lines = error.src.split("\n")
-        if 0 < node.lineno <= len(src_lines):
-            pointed = f"{src_lines[node.lineno - 1]}\n{' ' * col}^\n"
-    return f"{head}\n{pointed}\n{error}"
+    if 0 < node.lineno <= len(src_lines):
+        pointed = f"{src_lines[node.lineno - 1]}\n{' ' * node.col_offset}^\n"
+    triton_messages = "\n\n".join(str(e) for e in reversed(located))
+    return f"{where}: {message}\n{pointed}\n{triton_messages}"
 
 
-def _innermost_message(error) -> str:
-    """The most specific one-line description of a (possibly nested) compilation error."""
-    current, message = error, None
-    while current is not None:
+def _error_chain(error) -> list:
+    """The error and its causes, outermost first."""
+    chain, current = [], error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return chain
+
+
+def _innermost_message(chain: list) -> str:
+    """The most specific one-line description in an error chain: the innermost Triton error message,
+    or the innermost exception that is not a Triton compilation error."""
+    message = None
+    for current in chain:
         if getattr(current, "error_message", None):
             message = current.error_message
         elif not hasattr(current, "error_message"):
             message = f"{type(current).__name__}: {current}"
-        current = current.__cause__ or (current.__context__ if not current.__suppress_context__ else None)
-    first = (message or "compilation error").strip().split("\n")
-    return first[-1] if first[-1] else first[0]
+    lines = (message or "compilation error").strip().split("\n")
+    return lines[-1] or lines[0]
 
 
 def _def_line_of_source(fn, src: str) -> int | None:
