@@ -72,7 +72,11 @@ Launching the cubin (what the runner must know)
   ``registers`` = "Used N registers", ``spills`` = "N bytes spill stores" (bytes). Triton's
   ``n_regs``/``n_spills`` exist only after loading the cubin on a GPU (and its ``n_spills`` is the
   local-memory size / 4, not spills). ``null`` where ptxas reported nothing.
-- ``tensordesc_meta`` is Triton's list of device-side TMA descriptor records, ``null`` when empty.
+- ``tensordesc_meta`` is Triton's list of TMA descriptor records for tensor-descriptor *arguments*,
+  ``null`` when empty (always, here: the server accepts pointers, scalars and constexprs only). Descriptors
+  a kernel makes itself (``tl.make_tensor_descriptor``) need no record but the global scratch: 128 bytes
+  per descriptor per program, e.g. ``global_scratch_size`` 256, ``global_scratch_align`` 128 for two.
+- For ``arch`` 90 Triton targets ``sm_90a`` (wgmma, TMA): the cubin loads on sm_90 devices only.
 
 Cache
 -----
@@ -94,6 +98,7 @@ import hashlib
 import importlib.util
 import io
 import json
+import linecache
 import os
 import re
 import shutil
@@ -290,8 +295,9 @@ class ModuleCache:
             raise SourceFailure(_import_failure_log(e, path)) from None
         self.modules[path] = module
         while len(self.modules) > self.capacity:
-            _, old = self.modules.popitem(last=False)
+            old_path, old = self.modules.popitem(last=False)
             sys.modules.pop(old.__name__, None)
+            linecache.cache.pop(old_path, None)  # inspect.getsource (Triton's JIT) cached its lines
         return module
 
 
