@@ -170,3 +170,20 @@ def test_autotune_configs_that_need_running_code_are_an_error():
               '    pass\n')
     with pytest.raises(SourceOpError, match="cannot be evaluated without running the module: NameError"):
         source_ops.autotune_to_space(source, "k")
+
+
+def test_unreadable_autotune_is_a_knob_with_an_error_not_a_failure():
+    source = ('import triton\nimport torch\nfrom mylib import make_configs\n\n'
+              'def helper(dtype=torch.float16):\n    return dtype\n\n'
+              '@triton.autotune(configs=make_configs(), key=[])\n@triton.jit\n'
+              'def k(x, B: triton.language.constexpr):\n    pass\n\n'
+              'def run(x):\n    k[(1,)](x, num_warps=4)\n')
+    knobs = source_ops.find_knobs(source)
+    broken = [k for k in knobs if k["kind"] == "autotune"]
+    assert len(broken) == 1 and broken[0]["name"] is None
+    assert "cannot be evaluated without running the module: NameError" in broken[0]["error"]
+
+
+def test_null_bytes_are_a_parse_error():
+    with pytest.raises(SourceOpError, match="does not parse"):
+        source_ops.find_knobs("x = 1\0\n")

@@ -115,6 +115,8 @@ class Module:
             self.tree = ast.parse(source)
         except SyntaxError as e:
             raise SourceOpError(f"the source does not parse: line {e.lineno}:{e.offset}: {e.msg}") from None
+        except ValueError as e:  # null bytes
+            raise SourceOpError(f"the source does not parse: {e}") from None
         self.line_starts = _line_starts(source)
         self.kernels = {k.name: k for k in _find_kernels(self.tree)}
         self.scopes = _scopes(self.tree)           # qualified name -> function node (or the module)
@@ -348,7 +350,7 @@ def _evaluate(module: Module, node: ast.expr, what: str) -> Any:
                         namespace[target.id] = value
             elif isinstance(statement, ast.FunctionDef) and not statement.decorator_list:
                 exec(compile(ast.Module([statement], []), "<source>", "exec"), namespace)
-        except (ValueError, TypeError, SyntaxError):
+        except Exception:  # a helper that needs the module's imports: the configs may not use it
             continue
     try:
         return eval(compile(ast.Expression(node), "<source>", "eval"), namespace)
@@ -418,10 +420,17 @@ def _heuristics_dict(module: Module, kernel: Kernel) -> ast.Dict:
     return values
 
 
-def _heuristic_names(module: Module, kernel: Kernel) -> set[str]:
+def _heuristic_names(module: Module, kernel: Kernel, strict: bool = True) -> set[str]:
+    """The names @triton.heuristics computes (none without it; if its table is not a literal: an error,
+    or nothing when not `strict`)."""
     if kernel.heuristics is None:
         return set()
-    return {k.value for k in _heuristics_dict(module, kernel).keys}
+    try:
+        return {k.value for k in _heuristics_dict(module, kernel).keys}
+    except SourceOpError:
+        if strict:
+            raise
+        return set()
 
 
 # --- find_knobs --------------------------------------------------------------------------------------
@@ -433,7 +442,8 @@ def find_knobs(source: str) -> list[dict]:
     launch), ``literal`` (an integer literal assigned to a name that a launch or its grid uses),
     ``launch_keyword`` (``num_warps``/``num_stages`` of a launch; ``present`` says whether it is
     written), ``autotune`` (one key of a ``@triton.autotune`` configuration list, with ``values``),
-    ``heuristic`` (one output of ``@triton.heuristics``, with its ``expression``);
+    ``heuristic`` (one output of ``@triton.heuristics``, with its ``expression``); an autotune or
+    heuristics decorator that cannot be read statically gives one knob with ``name`` None and ``error``;
     ``site`` (``function:line``), ``kernel``, ``name``, ``current`` (the value, ``None`` when absent or
     computed), ``suggested`` (values worth trying: powers of two around a block size, num_warps in
     {1,2,4,8,16}, num_stages in 1..5, both booleans for a flag).
@@ -447,10 +457,15 @@ def find_knobs(source: str) -> list[dict]:
         knobs += _launch_knobs(module, launch)
     knobs += _literal_knobs(module)
     for kernel in module.kernels.values():
-        if kernel.autotune is not None:
-            knobs += _autotune_knobs(module, kernel)
-        if kernel.heuristics is not None:
-            knobs += _heuristic_knobs(module, kernel)
+        for present, knobs_of in ((kernel.autotune, _autotune_knobs), (kernel.heuristics, _heuristic_knobs)):
+            if present is None:
+                continue
+            try:
+                knobs += knobs_of(module, kernel)
+            except SourceOpError as e:  # reported as a knob that cannot be tuned, not as a failure
+                kind = "autotune" if present is kernel.autotune else "heuristic"
+                knobs.append({**_knob(kind, kernel.site, kernel.name, None, None), "suggested": [],
+                              "error": str(e)})
     order = {"autotune": 0, "heuristic": 1, "literal": 2, "launch_constexpr": 3, "launch_keyword": 4}
     return sorted(knobs, key=lambda k: (int(k["site"].rsplit(":", 1)[1]), order[k["kind"]]))
 
@@ -459,7 +474,7 @@ def _launch_knobs(module: Module, launch: Launch) -> list[dict]:
     kernel = launch.kernel
     if kernel.autotune is not None:
         return []
-    heuristic = _heuristic_names(module, kernel)
+    heuristic = _heuristic_names(module, kernel, strict=False)
     knobs = []
     for name in kernel.params:
         if name not in kernel.constexprs or name in heuristic:
