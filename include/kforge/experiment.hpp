@@ -46,6 +46,7 @@ using trial_callback = std::function<void(const trial&, const run_history&, cons
 
 struct run_options {
   bool resume = false;          ///< continue the run in the output folder
+  schedule_mode schedule = schedule_mode::continuous;  ///< run_experiment takes the spec's
   bool use_store = true;        ///< false: keep everything in memory (scoring, tests)
   trial_callback on_trial;      ///< may be empty
   std::ostream* log = nullptr;  ///< one-line notes (resume, stop reason); may be null

@@ -1,6 +1,6 @@
 // kf::experiment_spec: an experiment config (YAML or JSON), read and validated.
 //
-// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size (README.md shows one).
+// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule (README.md shows one).
 // Every problem is reported as a kf::config_error naming the file, the line, the key path and the reason;
 // plug-in options are checked against their registry's option table before anything runs.
 #pragma once
@@ -17,6 +17,10 @@
 #include "kforge/registry.hpp"
 
 namespace kf {
+
+/// When the loop proposes: `continuous` refills the evaluator's in-flight set as results arrive (the
+/// strategy sees the configurations still in flight); `batches` waits for a whole batch first.
+enum class schedule_mode { continuous, batches };
 
 struct budget_spec {
   std::optional<std::size_t> evaluations;
@@ -35,7 +39,8 @@ struct experiment_spec {
   budget_spec budget;
   std::uint64_t seed = 0;
   std::filesystem::path output;           ///< run folder
-  std::optional<std::size_t> batch_size;  ///< proposals per batch (default: the evaluator's parallelism)
+  std::optional<std::size_t> batch_size;  ///< proposals in flight (default: the evaluator's parallelism)
+  schedule_mode schedule = schedule_mode::continuous;
   std::filesystem::path base_dir;
   nlohmann::json raw;  ///< the config as read, recorded with the run
 };

@@ -54,13 +54,13 @@ experiment_spec parse_experiment(const document& doc) {
   if (!root.is_object())
     doc.at("").fail(
         "expected a mapping (name, problem, strategy, evaluator, budget, seed, output, batch_size)");
-  static const std::set<std::string> known = {"name",   "problem", "strategy", "evaluator",
-                                              "budget", "seed",    "output",   "batch_size"};
+  static const std::set<std::string> known = {"name", "problem", "strategy",   "evaluator", "budget",
+                                              "seed", "output",  "batch_size", "schedule"};
   for (const auto& [k, v] : root.items())
     if (!known.count(k))
       doc.at(k).fail(
           "unknown key (expected one of name, problem, strategy, evaluator, budget, seed, output, "
-          "batch_size)");
+          "batch_size, schedule)");
   experiment_spec s;
   s.file = doc.file;
   s.base_dir = doc.base_dir;
@@ -113,6 +113,15 @@ experiment_spec parse_experiment(const document& doc) {
     if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 1'000'000)
       doc.at("batch_size").fail("expected a positive integer, got " + v.dump());
     s.batch_size = v.get<std::size_t>();
+  }
+  if (root.contains("schedule")) {
+    const auto& v = root["schedule"];
+    if (v == "continuous")
+      s.schedule = schedule_mode::continuous;
+    else if (v == "batches")
+      s.schedule = schedule_mode::batches;
+    else
+      doc.at("schedule").fail("expected continuous (propose as results arrive) or batches (wait for each batch)");
   }
   if (root.contains("output")) {
     if (!root["output"].is_string() || root["output"].get<std::string>().empty())
