@@ -38,6 +38,10 @@ document parse_document(const std::string& text, const std::string& file,
 /// Throws kf::error naming the file when it cannot be read.
 std::string read_file(const std::string& path);
 
+/// Parses JSON as Python's json module reads it: strict JSON plus the bare tokens NaN, Infinity and
+/// -Infinity (which Python writes for non-finite floats) as floats. Throws nlohmann's parse_error.
+nlohmann::json parse_json(const std::string& text);
+
 /// Resolves `path` relative to `base_dir` unless it is absolute or embedded.
 std::string resolve_path(const std::string& path, const std::filesystem::path& base_dir);
 

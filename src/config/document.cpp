@@ -5,8 +5,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <regex>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "kforge/embedded.hpp"
 #include "kforge/error.hpp"
@@ -65,6 +69,86 @@ std::string read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+namespace {
+// Python's json module writes the bare tokens NaN, Infinity and -Infinity for non-finite floats, which
+// strict JSON (and nlohmann) rejects. They are swapped for sentinel strings outside string literals,
+// parsed, and the sentinels turned back into floats.
+constexpr std::string_view nan_sentinel = "\\u0000kforge:NaN", inf_sentinel = "\\u0000kforge:Infinity",
+                           ninf_sentinel = "\\u0000kforge:-Infinity";
+
+// The text with non-finite tokens replaced, or nullopt when it has none (the common case: no copy).
+std::optional<std::string> replace_non_finite_tokens(const std::string& text) {
+  std::optional<std::string> out;
+  std::size_t copied = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    std::string_view token, sentinel;
+    const std::string_view rest(text.data() + i, text.size() - i);
+    if (rest.starts_with("NaN"))
+      token = "NaN", sentinel = nan_sentinel;
+    else if (rest.starts_with("Infinity"))
+      token = "Infinity", sentinel = inf_sentinel;
+    else if (rest.starts_with("-Infinity"))
+      token = "-Infinity", sentinel = ninf_sentinel;
+    else
+      continue;
+    if (!out) out.emplace();
+    out->append(text, copied, i - copied);
+    out->append("\"").append(sentinel).append("\"");
+    i += token.size() - 1;
+    copied = i + 1;
+  }
+  if (out) out->append(text, copied, std::string::npos);
+  return out;
+}
+
+// Iterative (a hostile file may nest deeply).
+void restore_non_finite(nlohmann::json& root) {
+  std::vector<nlohmann::json*> todo{&root};
+  while (!todo.empty()) {
+    nlohmann::json& j = *todo.back();
+    todo.pop_back();
+    if (j.is_structured()) {
+      for (auto& e : j)
+        todo.push_back(&e);
+      continue;
+    }
+    if (!j.is_string()) continue;
+    const auto& s = j.get_ref<const std::string&>();
+    if (!s.starts_with(std::string_view("\0kforge:", 8))) continue;
+    const auto what = s.substr(8);
+    if (what == "NaN")
+      j = std::numeric_limits<double>::quiet_NaN();
+    else if (what == "Infinity")
+      j = std::numeric_limits<double>::infinity();
+    else if (what == "-Infinity")
+      j = -std::numeric_limits<double>::infinity();
+  }
+}
+
+}  // namespace
+
+nlohmann::json parse_json(const std::string& text) {
+  auto replaced = replace_non_finite_tokens(text);
+  if (!replaced) return nlohmann::json::parse(text);
+  nlohmann::json j = nlohmann::json::parse(*replaced);
+  replaced.reset();
+  restore_non_finite(j);
+  return j;
 }
 
 std::string resolve_path(const std::string& path, const std::filesystem::path& base_dir) {
@@ -176,7 +260,7 @@ document load_document(const std::string& path) {
     d.file = path;
     d.base_dir = base;
     try {
-      d.root = nlohmann::json::parse(text);
+      d.root = parse_json(text);
     } catch (const nlohmann::json::parse_error& e) {
       throw config_error(path, "", std::string("not valid JSON: ") + e.what());
     }
