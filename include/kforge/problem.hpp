@@ -29,6 +29,9 @@ struct problem {
   nlohmann::json kernel;           ///< T1 KernelSpecification or kforge kernel description; null when absent
   std::filesystem::path base_dir;  ///< folder of source_file, for the kernel's relative paths
   std::shared_ptr<const kernel_spec> kernel_desc;  ///< the parsed kernel description ({kernel: file})
+  /// The problem size as Kernel Tuner records it (a T1 file's ProblemSize, a recording's problem_size,
+  /// the values of a kernel description's first timed shape); null when unknown.
+  nlohmann::json problem_size;
 };
 
 /// Loads a kforge kernel description as a problem (its parameters and constraints are the space).

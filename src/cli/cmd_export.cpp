@@ -40,7 +40,11 @@ int cmd_export(const std::vector<std::string>& args) {
   if (auto ev = store.meta("evaluator"); ev.is_object()) {
     meta["device"] = ev.value("device", "");
     meta["kernel"] = ev.value("kernel", "");
+    if (ev.contains("problem_size")) meta["problem_size"] = ev["problem_size"];
   }
+  if (auto pr = store.meta("problem"); pr.is_object() && !meta.contains("problem_size") &&
+                                       pr.contains("problem_size") && !pr["problem_size"].is_null())
+    meta["problem_size"] = pr["problem_size"];
   const auto trials = store.trials();
   if (vm.count("out")) {
     std::ofstream out(vm["out"].as<std::string>());

@@ -108,7 +108,10 @@ problem load_t1(const std::string& path) {
   p.source_kind = "t1";
   p.source_file = path;
   p.base_dir = doc.base_dir;
-  if (doc.root.contains("KernelSpecification")) p.kernel = doc.root.at("KernelSpecification");
+  if (doc.root.contains("KernelSpecification")) {
+    p.kernel = doc.root.at("KernelSpecification");
+    if (p.kernel.is_object() && p.kernel.contains("ProblemSize")) p.problem_size = p.kernel["ProblemSize"];
+  }
   if (doc.root.contains("General") && doc.root["General"].is_object() &&
       doc.root["General"].contains("BenchmarkName") && doc.root["General"]["BenchmarkName"].is_string())
     p.name = doc.root["General"]["BenchmarkName"].get<std::string>();
@@ -123,6 +126,7 @@ problem load_cache_problem(const std::string& path) {
   p.source_file = path;
   p.base_dir = std::filesystem::path(path).parent_path();
   p.name = f->kernel_name;
+  p.problem_size = f->problem_size;
   return p;
 }
 
@@ -134,6 +138,12 @@ problem load_kernel_problem(const std::string& path) {
   p.source_kind = "kernel";
   p.source_file = path;
   p.base_dir = spec->base_dir;
+  if (!spec->time_shapes.empty()) {
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const auto& [name, v] : spec->time_shapes.front())
+      sizes.push_back(to_json(v));
+    p.problem_size = std::move(sizes);
+  }
   p.kernel_desc = std::move(spec);
   return p;
 }

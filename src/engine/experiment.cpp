@@ -327,6 +327,10 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
     store->set_meta("config", spec.raw);
     store->set_meta("config_file", spec.file);
     store->set_meta("space", describe_space(spec.prob.space));
+    store->set_meta("problem", {{"kind", spec.prob.source_kind},
+                                {"file", spec.prob.source_file},
+                                {"name", spec.prob.name},
+                                {"problem_size", spec.prob.problem_size}});
     store->set_meta("kforge_version", std::string(version()));
     store->set_meta("name", spec.name);
   }

@@ -65,16 +65,18 @@ std::vector<trial> replay_evaluator::evaluate(std::span<const evaluation_request
 }
 
 nlohmann::json replay_evaluator::describe() const {
-  return {{"type", "replay"},
-          {"file", file_->path},
-          {"format", file_->format},
-          {"device", file_->device_name},
-          {"kernel", file_->kernel_name},
-          {"records", file_->records.size()},
-          {"records_outside_space", bound_->unmatched},
-          {"valid_configurations_unrecorded", unrecorded_valid_},
-          {"parallelism", parallelism_},
-          {"latency_ms", latency_ms_}};
+  nlohmann::json d = {{"type", "replay"},
+                      {"file", file_->path},
+                      {"format", file_->format},
+                      {"device", file_->device_name},
+                      {"kernel", file_->kernel_name},
+                      {"records", file_->records.size()},
+                      {"records_outside_space", bound_->unmatched},
+                      {"valid_configurations_unrecorded", unrecorded_valid_},
+                      {"parallelism", parallelism_},
+                      {"latency_ms", latency_ms_}};
+  if (!file_->problem_size.is_null()) d["problem_size"] = file_->problem_size;
+  return d;
 }
 
 void register_replay_evaluator() {

@@ -180,7 +180,7 @@ std::vector<trial> run_store::trials() const {
       impl_->db,
       "SELECT sequence, batch, indices, status, time_ms, time_iqr_ms, time_min_ms, times_ms, cost_compile,"
       " cost_check, cost_benchmark, cost_profile, cost_framework, cost_strategy, metrics, error, device,"
-      " sm_clock_mhz, clock_s FROM trials ORDER BY sequence");
+      " sm_clock_mhz, clock_s, committed_at FROM trials ORDER BY sequence");
   std::vector<trial> out;
   while (true) {
     const int rc = sqlite3_step(st.s);
@@ -214,6 +214,7 @@ std::vector<trial> run_store::trials() const {
     t.device = st.col_text(16);
     t.sm_clock_mhz = st.col_double(17);
     t.clock_s = st.col_double(18);
+    t.timestamp = st.col_text(19);
     out.push_back(std::move(t));
   }
   return out;
