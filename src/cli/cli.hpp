@@ -2,6 +2,7 @@
 // 0 success, 1 a run-time failure, 2 a usage or configuration error.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@ int cmd_space(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
 int cmd_report(const std::vector<std::string>& args);
 int cmd_plugins(const std::vector<std::string>& args);
+
+/// The value of a command-line option that takes a whole number: decimal digits only (no sign: "-1" is
+/// refused, not wrapped around), from `min` to `max`; else a config_error naming the option (exit 2).
+std::uint64_t whole_number(const std::string& option, const std::string& text, std::uint64_t min,
+                           std::uint64_t max);
 
 /// True when stdout is a terminal (progress lines are redrawn in place).
 bool stdout_is_tty();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include "cli/cli.hpp"
 #include "kforge/embedded.hpp"
@@ -64,8 +65,9 @@ int cmd_run(const std::vector<std::string>& args) {
       "a replay of a 2D stencil's space that kforge measured on an NVIDIA H200.\n\noptions");
   desc.add_options()("help,h", "show this help")("resume", "continue the run in the output folder")(
       "output,o", po::value<std::string>(), "run folder (overrides the config's output)")(
-      "seed", po::value<std::uint64_t>(), "seed (overrides the config's seed)")(
-      "evaluations", po::value<std::size_t>(), "evaluation budget (overrides the config's)")(
+      "seed", po::value<std::string>(), "seed, 0 to 2^64-1 (overrides the config's seed)")(
+      "evaluations", po::value<std::string>(),
+      "evaluation budget, a positive number (overrides the config's)")(
       "devices", po::value<std::string>(),
       "GPUs to use, e.g. 0,2 (overrides the cuda evaluator's devices; default: the config's, else every "
       "GPU visible under CUDA_VISIBLE_DEVICES)")("quiet,q", "no progress lines")(
@@ -83,11 +85,12 @@ int cmd_run(const std::vector<std::string>& args) {
                                               : std::string(embedded::scheme) + "configs/default.yaml";
   auto spec = load_experiment(file);
   if (vm.count("output")) spec.output = vm["output"].as<std::string>();
-  if (vm.count("seed")) spec.seed = vm["seed"].as<std::uint64_t>();
-  if (vm.count("evaluations")) {
-    if (vm["evaluations"].as<std::size_t>() == 0) throw config_error("--evaluations", "", "must be positive");
-    spec.budget.evaluations = vm["evaluations"].as<std::size_t>();
-  }
+  if (vm.count("seed"))
+    spec.seed =
+        whole_number("--seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<std::uint64_t>::max());
+  if (vm.count("evaluations"))
+    spec.budget.evaluations =
+        whole_number("--evaluations", vm["evaluations"].as<std::string>(), 1, 1'000'000'000'000'000);
   if (vm.count("devices")) {
     const auto text = vm["devices"].as<std::string>();
     if (spec.evaluator.type != "cuda")

@@ -1,6 +1,7 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include "cli/cli.hpp"
 #include "kforge/document.hpp"
@@ -17,10 +18,10 @@ int cmd_space(const std::vector<std::string>& args) {
       "usage: kforge space FILE [options]\n\n"
       "Describes the search space of FILE: a T1 file, a kforge kernel description, or a recording\n"
       "(Kernel Tuner cache, T4, KTT; .gz too), whose valid set is its recorded configurations.\n\noptions");
-  desc.add_options()("help,h", "show this help")("list", po::value<std::size_t>()->implicit_value(20),
+  desc.add_options()("help,h", "show this help")("list", po::value<std::string>()->implicit_value("20"),
                                                  "print the first N valid configurations")(
-      "sample", po::value<std::size_t>(), "print N uniformly drawn valid configurations")(
-      "seed", po::value<std::uint64_t>()->default_value(0), "seed for --sample")(
+      "sample", po::value<std::string>(), "print N uniformly drawn valid configurations")(
+      "seed", po::value<std::string>()->default_value("0"), "seed for --sample")(
       "file", po::value<std::string>(), "the space file");
   po::positional_options_description pos;
   pos.add("file", 1);
@@ -61,13 +62,16 @@ int cmd_space(const std::vector<std::string>& args) {
               << " constraint evaluations raised and counted as violations; first: " << st.first_error
               << "\n";
   if (vm.count("list")) {
-    const auto n = std::min(vs.size(), vm["list"].as<std::size_t>());
+    const auto n = std::min<std::uint64_t>(
+        vs.size(),
+        whole_number("--list", vm["list"].as<std::string>(), 0, std::numeric_limits<std::uint64_t>::max()));
     for (std::size_t i = 0; i < n; ++i)
       std::cout << "  " << sp.describe(vs.at(i)) << "\n";
   }
   if (vm.count("sample")) {
-    rng r(vm["seed"].as<std::uint64_t>());
-    for (std::size_t i = 0; i < vm["sample"].as<std::size_t>(); ++i)
+    rng r(whole_number("--seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<std::uint64_t>::max()));
+    const auto n = whole_number("--sample", vm["sample"].as<std::string>(), 0, 1'000'000);
+    for (std::uint64_t i = 0; i < n; ++i)
       std::cout << "  " << sp.describe(sp.sample(r)) << "\n";
   }
   return 0;

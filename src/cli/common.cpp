@@ -1,11 +1,25 @@
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
 #include "cli/cli.hpp"
+#include "kforge/error.hpp"
 
 namespace kf::cli {
+
+std::uint64_t whole_number(const std::string& option, const std::string& text, std::uint64_t min,
+                           std::uint64_t max) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || ec != std::errc() || end != text.data() + text.size() || v < min || v > max)
+    throw config_error("command line", option,
+                       "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
+                           ", got '" + excerpt(text, 40) + "'");
+  return v;
+}
 
 bool stdout_is_tty() {
   return ::isatty(STDOUT_FILENO) == 1;

@@ -87,7 +87,7 @@ search_space t1_space(const document& doc) {
             known |= ps[k].is_string() && p.name == ps[k].get<std::string>();
           if (!known)
             doc.at(base + ".Parameters[" + std::to_string(k) + "]")
-                .fail("not a tuning parameter: " + ps[k].dump());
+                .fail("not a tuning parameter: " + describe_json(ps[k]));
         }
       }
     }

@@ -41,7 +41,7 @@ param make_param(std::string name, param_type type, std::vector<value> values) {
   p.name = std::move(name);
   p.type = type;
   p.ordered = type != param_type::string;
-  if (values.empty()) throw error("parameter '" + p.name + "' has no values");
+  if (values.empty()) throw error("parameter '" + excerpt(p.name, 100) + "' has no values");
   p.values.reserve(values.size());
   for (auto& v : values) {
     auto bad = [&](const char* what) {
@@ -419,14 +419,15 @@ search_space::search_space(std::vector<param> params, std::vector<std::string> c
   std::set<std::string, std::less<>> names;
   for (const auto& p : m.params) {
     if (p.name.empty()) throw error("a parameter has an empty name");
-    if (!names.insert(p.name).second) throw error("parameter '" + p.name + "' is declared twice");
-    if (p.values.empty()) throw error("parameter '" + p.name + "' has no values");
+    if (!names.insert(p.name).second)
+      throw error("parameter '" + excerpt(p.name, 100) + "' is declared twice");
+    if (p.values.empty()) throw error("parameter '" + excerpt(p.name, 100) + "' has no values");
     if (p.values.size() > std::numeric_limits<std::uint32_t>::max())
       throw error("parameter '" + p.name + "' has too many values");
     m.radices.push_back(static_cast<std::uint32_t>(p.values.size()));
   }
   for (const auto& [name, v] : m.constants)
-    if (names.count(name)) throw error("'" + name + "' is both a parameter and a constant");
+    if (names.count(name)) throw error("'" + excerpt(name, 100) + "' is both a parameter and a constant");
   for (std::size_t i = 0; i < m.constraint_sources.size(); ++i) {
     const auto& src = m.constraint_sources[i];
     compiled_constraint cc;
@@ -434,7 +435,7 @@ search_space::search_space(std::vector<param> params, std::vector<std::string> c
     try {
       cc.expr = expression::parse(src);
     } catch (const error& e) {
-      throw error("constraint " + std::to_string(i + 1) + " '" + src + "': " + e.what());
+      throw error("constraint " + std::to_string(i + 1) + " '" + excerpt(src, 200) + "': " + e.what());
     }
     for (const auto& n : cc.expr.free_names()) {
       slot_binding b;
@@ -445,8 +446,8 @@ search_space::search_space(std::vector<param> params, std::vector<std::string> c
         b.constant = &it->second;
       } else {
         const auto pos = src.find(n);
-        throw error("constraint " + std::to_string(i + 1) + " '" + src + "': unknown name '" + n +
-                    "' (not a parameter or constant)\n" +
+        throw error("constraint " + std::to_string(i + 1) + " '" + excerpt(src, 200) + "': unknown name '" +
+                    excerpt(n, 100) + "' (not a parameter or constant)\n" +
                     caret_excerpt(src, pos == std::string::npos ? 0 : pos));
       }
       cc.slots.push_back(b);
