@@ -110,6 +110,11 @@ int cmd_run(const std::vector<std::string>& args) {
     }
     spec.evaluator.params["devices"] = list;
   }
+  // Constraints that raise are warned about; a space without a valid configuration is a config error.
+  const auto checked = check_space(spec.prob.space);
+  std::cerr << checked.warnings();
+  if (checked.enumerated && checked.valid == 0)
+    throw config_error(spec.file, "problem", "the space has no valid configuration, nothing to run");
   const bool quiet = vm.count("quiet") > 0;
   std::cout << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " "
             << spec.prob.source_file << " (" << spec.prob.space.dimension() << " parameters) | strategy "

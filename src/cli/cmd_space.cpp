@@ -57,10 +57,9 @@ int cmd_space(const std::vector<std::string>& args) {
     std::printf("enumerated in %.3f s (%llu partial assignments, %llu constraint evaluations)\n", st.seconds,
                 static_cast<unsigned long long>(st.nodes_visited),
                 static_cast<unsigned long long>(st.constraint_evaluations));
-  if (st.constraint_errors)
-    std::cout << "note: " << st.constraint_errors
-              << " constraint evaluations raised and counted as violations; first: " << st.first_error
-              << "\n";
+  std::fflush(stdout);
+  std::cout.flush();
+  std::cerr << check_space(sp).warnings();
   if (vm.count("list")) {
     const auto n = std::min<std::uint64_t>(
         vs.size(),

@@ -1,5 +1,8 @@
 #include "kforge/problem.hpp"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "kforge/error.hpp"
 #include "kforge/expr.hpp"
 #include "kforge/replay.hpp"
@@ -146,6 +149,39 @@ problem load_kernel_problem(const std::string& path) {
   }
   p.kernel_desc = std::move(spec);
   return p;
+}
+
+space_check check_space(const search_space& space) {
+  space_check c;
+  try {
+    c.valid = space.valid().size();
+  } catch (const error&) {
+    return c;  // too large to enumerate: strategies sample it
+  }
+  c.enumerated = true;
+  const auto st = space.stats();
+  c.combinations = st.cartesian_size;
+  c.raised_configurations = st.raised_configurations;
+  c.first_raise = st.first_error;
+  return c;
+}
+
+std::string space_check::warnings() const {
+  if (!enumerated) return "";
+  std::string out;
+  char buf[160];
+  if (raised_configurations > 0) {
+    std::snprintf(buf, sizeof buf, "%.0f of %.0f configurations (%.3g%%)", raised_configurations,
+                  combinations, 100.0 * raised_configurations / std::max(1.0, combinations));
+    out += "warning: a constraint raised on " + std::string(buf) +
+           ", which count as invalid; first: " + first_raise + "\n";
+  }
+  if (valid == 0) {
+    std::snprintf(buf, sizeof buf, "%.0f", combinations);
+    out +=
+        "warning: no configuration of the " + std::string(buf) + " combinations satisfies the constraints\n";
+  }
+  return out;
 }
 
 problem load_problem(const document& doc, const std::string& key_path) {
