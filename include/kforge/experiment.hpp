@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kforge/document.hpp"
 #include "kforge/evaluator.hpp"
+#include "kforge/experiment_config.hpp"
 #include "kforge/history.hpp"
 #include "kforge/problem.hpp"
 #include "kforge/registry.hpp"
@@ -29,34 +29,6 @@
 #include "kforge/strategy.hpp"
 
 namespace kf {
-
-struct budget_spec {
-  std::optional<std::size_t> evaluations;
-  std::optional<double> wall_seconds;
-  std::optional<double> simulated_seconds;
-  bool unlimited() const noexcept { return !evaluations && !wall_seconds && !simulated_seconds; }
-};
-
-/// A validated experiment configuration.
-struct experiment_spec {
-  std::string name;
-  std::string file;  ///< the config file it came from
-  problem prob;
-  plugin_spec strategy;
-  plugin_spec evaluator;
-  budget_spec budget;
-  std::uint64_t seed = 0;
-  std::filesystem::path output;           ///< run folder
-  std::optional<std::size_t> batch_size;  ///< proposals per batch (default: the evaluator's parallelism)
-  std::filesystem::path base_dir;
-  nlohmann::json raw;  ///< the config as read, recorded with the run
-};
-
-/// Reads and validates an experiment config (YAML or JSON; "embedded:<name>" for embedded ones).
-/// Throws kf::config_error naming the file, the key path and the reason.
-experiment_spec load_experiment(const std::string& path);
-/// The same from an already parsed document.
-experiment_spec parse_experiment(const document& doc);
 
 enum class stop_reason { evaluations, wall_time, simulated_time, strategy_finished, space_exhausted };
 std::string_view to_string(stop_reason r) noexcept;
@@ -74,6 +46,7 @@ using trial_callback = std::function<void(const trial&, const run_history&, cons
 
 struct run_options {
   bool resume = false;          ///< continue the run in the output folder
+  schedule_mode schedule = schedule_mode::continuous;  ///< run_experiment takes the spec's
   bool use_store = true;        ///< false: keep everything in memory (scoring, tests)
   trial_callback on_trial;      ///< may be empty
   std::ostream* log = nullptr;  ///< one-line notes (resume, stop reason); may be null

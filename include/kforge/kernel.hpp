@@ -40,6 +40,9 @@ struct fill_spec {
 
 enum class arg_role : std::uint8_t { in, out, inout };
 
+/// One argument of a kernel: a buffer (device memory, passed as a pointer), a scalar (passed by value),
+/// or a `__constant__` array of the module (filled like a buffer, passed as no parameter). A buffer can
+/// also be copied into a `__constant__` symbol of its name (T1's "MemType": "Constant").
 struct kernel_arg {
   std::string name;
   bool buffer = true;
@@ -48,6 +51,9 @@ struct kernel_arg {
   expression value;  ///< the value (scalars)
   fill_spec fill;    ///< buffers read by the kernel
   arg_role role = arg_role::in;
+  bool param = true;     ///< passed as a kernel parameter (false: only a __constant__ symbol)
+  bool constant = false;  ///< copied into the module's __constant__ symbol `name` before each launch
+  bool compare = true;   ///< a written buffer compared with the reference's (role out or inout)
 };
 
 struct tolerance {
@@ -98,6 +104,12 @@ struct kernel_spec {
   std::optional<expression> bytes, flops;  ///< roofline bounds (issue 4); null when not given
   std::string flops_unit = "fp32";         ///< whose peak bounds the flops: fp32 or tensor_bf16
   std::filesystem::path base_dir;
+  /// Folders searched for #include'd files: the source's folder first, then the description's
+  /// include_dirs. Every header found there is part of the compile cache key.
+  std::vector<std::filesystem::path> include_dirs;
+  /// Extra #defines of every variant, as expressions over the parameters and the first timed shape (a T1
+  /// kernel's block_size_x/y/z and grid_size_x/y/z, as Kernel Tuner defines them).
+  std::vector<std::pair<std::string, expression>> defines;
 };
 
 /// Reads a kernel description (file or the `kernel` key of a T1 file is not this format; see t1 below).
@@ -107,7 +119,11 @@ kernel_spec parse_kernel_spec(const document& doc, const nlohmann::json& node, c
 
 /// A buffer or scalar argument, resolved for one launch.
 struct resolved_arg {
+  std::string name;
   bool buffer = true;
+  bool param = true;      ///< see kernel_arg
+  bool constant = false;  ///< see kernel_arg
+  bool compare = true;    ///< see kernel_arg
   dtype type = dtype::f32;
   std::uint64_t count = 0;  ///< elements (buffers)
   fill_spec fill;

@@ -8,6 +8,7 @@
 //   {kernel: file} a kforge kernel description (see docs/kernel.md)
 #pragma once
 
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -28,7 +29,11 @@ struct problem {
   std::string source_file;         ///< resolved path (or embedded:...)
   nlohmann::json kernel;           ///< T1 KernelSpecification or kforge kernel description; null when absent
   std::filesystem::path base_dir;  ///< folder of source_file, for the kernel's relative paths
-  std::shared_ptr<const kernel_spec> kernel_desc;  ///< the parsed kernel description ({kernel: file})
+  /// The kernel to evaluate: a kforge kernel description ({kernel: file}), or a T1 file's CUDA kernel.
+  std::shared_ptr<const kernel_spec> kernel_desc;
+  /// Why a T1 file's kernel cannot be evaluated (a config_error naming the file and key), when it cannot;
+  /// raised only by an evaluator that needs the kernel, so that replay runs of the same T1 file work.
+  std::exception_ptr kernel_error;
   /// The problem size as Kernel Tuner records it (a T1 file's ProblemSize, a recording's problem_size,
   /// the values of a kernel description's first timed shape); null when unknown.
   nlohmann::json problem_size;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct recorded_file {
 
 /// Reads and normalises a recorded file. Throws kf::error naming the file and the offending record.
 recorded_file read_recorded(const std::string& path);
+
+/// read_recorded, once per process and path while someone holds the result.
+std::shared_ptr<const recorded_file> load_recorded_cached(const std::string& path);
 
 /// A search space whose parameters are the recorded ones (declared value lists where the file has them,
 /// else the sorted distinct recorded values) and whose valid set is exactly the recorded configurations.

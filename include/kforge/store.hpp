@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,10 @@ class run_store {
 
   /// Writes one trial atomically. Throws kf::error when its sequence or configuration is stored already.
   void commit(const trial& t);
+  /// Commits every trial of `group` in one transaction: after a kill the store holds all of them or none
+  /// (the loop commits the trials a strategy observes together as one group, so that a resumed run sees
+  /// the same groups). Throws kf::error and leaves none of them when one cannot be written.
+  void commit(std::span<const trial> group);
   /// Every stored trial, by sequence.
   std::vector<trial> trials() const;
   std::size_t trial_count() const;

@@ -7,7 +7,7 @@
 #include "kforge/document.hpp"
 #include "kforge/error.hpp"
 #include "kforge/problem.hpp"
-#include "kforge/replay.hpp"
+#include "kforge/evaluators/replay.hpp"
 
 namespace po = boost::program_options;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -150,10 +151,10 @@ void check_keys(const document& doc, const json& node, const std::string& key,
 
 kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::string& kp) {
   if (!node.is_object()) doc.at(kp).fail("expected a kernel description (a mapping)");
-  check_keys(
-      doc, node, kp,
-      {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints", "arguments",
-       "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline", "transforms"});
+  check_keys(doc, node, kp,
+             {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints",
+              "arguments", "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline",
+              "transforms", "include_dirs"});
   kernel_spec k;
   k.base_dir = doc.base_dir;
   auto req = [&](const char* key) -> const json& {
@@ -168,6 +169,19 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     k.source = read_file(k.source_file);
   } catch (const error& e) {
     doc.at(join_key(kp, "source")).fail(e.what());
+  }
+  k.include_dirs.push_back(std::filesystem::path(k.source_file).parent_path());
+  if (const auto& dirs = child(node, "include_dirs"); !dirs.is_null()) {
+    const auto dkey = join_key(kp, "include_dirs");
+    if (!dirs.is_array()) doc.at(dkey).fail("expected a list of folders (relative to this file)");
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+      const auto ikey = dkey + "[" + std::to_string(i) + "]";
+      if (!dirs[i].is_string()) doc.at(ikey).fail("expected a folder path");
+      const std::filesystem::path d = resolve_path(dirs[i].get<std::string>(), doc.base_dir);
+      std::error_code ec;
+      if (!std::filesystem::is_directory(d, ec)) doc.at(ikey).fail("no such folder: " + d.string());
+      k.include_dirs.push_back(d);
+    }
   }
   const auto& entry = req("entry");
   if (!entry.is_string() || entry.get<std::string>().empty())
@@ -331,19 +345,40 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     const auto key = join_key(kp, "arguments") + "[" + std::to_string(i) + "]";
     const auto& a = as[i];
     if (!a.is_object())
-      doc.at(key).fail("expected {name, buffer: dtype, size, fill?, role?} or {name, scalar: dtype, value}");
-    check_keys(doc, a, key, {"name", "buffer", "scalar", "size", "value", "fill", "role"});
+      doc.at(key).fail(
+          "expected {name, buffer: dtype, size, fill?, role?}, {name, scalar: dtype, value} or {name, "
+          "constant: "
+          "dtype, size, fill?}");
+    check_keys(doc, a, key,
+               {"name", "buffer", "scalar", "constant", "size", "value", "fill", "role", "compare"});
     kernel_arg arg;
     arg.name = child(a, "name").is_string() ? a["name"].get<std::string>() : "arg" + std::to_string(i);
-    const bool is_buf = !child(a, "buffer").is_null(), is_scalar = !child(a, "scalar").is_null();
-    if (is_buf == is_scalar) doc.at(key).fail("give exactly one of buffer: <dtype> or scalar: <dtype>");
-    const auto& ty = is_buf ? a["buffer"] : a["scalar"];
-    const auto tkey = key + (is_buf ? ".buffer" : ".scalar");
+    const char* kinds[] = {"buffer", "scalar", "constant"};
+    const char* kind = nullptr;
+    for (const char* kd : kinds)
+      if (!child(a, kd).is_null()) {
+        if (kind)
+          doc.at(key).fail("give exactly one of buffer: <dtype>, scalar: <dtype> or constant: <dtype>");
+        kind = kd;
+      }
+    if (!kind) doc.at(key).fail("give one of buffer: <dtype>, scalar: <dtype> or constant: <dtype>");
+    const std::string skind = kind;
+    const auto& ty = a[kind];
+    const auto tkey = key + "." + skind;
     if (!ty.is_string() || !dtype_from_string(ty.get<std::string>()))
       doc.at(tkey).fail("expected a dtype (f32, f64, f16, bf16, i8, u8, i16, u16, i32, u32, i64, u64)");
     arg.type = *dtype_from_string(ty.get<std::string>());
-    arg.buffer = is_buf;
-    if (is_buf) {
+    arg.buffer = skind != "scalar";
+    if (skind == "constant") {
+      // A __constant__ array of the module, filled before each launch; not a kernel parameter.
+      arg.param = false;
+      arg.constant = true;
+      if (!child(a, "role").is_null() || !child(a, "compare").is_null())
+        doc.at(key).fail("a constant is read-only: it takes no role or compare");
+      if (arg.name.empty() || !std::isalpha(static_cast<unsigned char>(arg.name[0])))
+        doc.at(key + ".name").fail("expected the name of the __constant__ symbol");
+    }
+    if (arg.buffer) {
       arg.size = parse_expr(doc, req_or(a, "size", doc, key), key + ".size");
       arg.fill = parse_fill(doc, child(a, "fill"), key + ".fill");
       const auto& role = child(a, "role");
@@ -357,18 +392,26 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
         else
           doc.at(key + ".role").fail("expected in, out or inout");
       }
+      if (const auto& cmp = child(a, "compare"); !cmp.is_null()) {
+        if (!cmp.is_boolean()) doc.at(key + ".compare").fail("expected true or false");
+        if (arg.role == arg_role::in)
+          doc.at(key + ".compare").fail("only written buffers (role out, inout) are compared");
+        arg.compare = cmp.get<bool>();
+      }
     } else {
       arg.value = parse_expr(doc, req_or(a, "value", doc, key), key + ".value");
-      if (!child(a, "fill").is_null() || !child(a, "role").is_null() || !child(a, "size").is_null())
+      if (!child(a, "fill").is_null() || !child(a, "role").is_null() || !child(a, "size").is_null() ||
+          !child(a, "compare").is_null())
         doc.at(key).fail("a scalar takes only name, scalar and value");
     }
     k.args.push_back(std::move(arg));
   }
   bool any_out = false;
   for (const auto& a : k.args)
-    any_out |= a.buffer && a.role != arg_role::in;
+    any_out |= a.buffer && a.role != arg_role::in && a.compare;
   if (!any_out)
-    doc.at(join_key(kp, "arguments")).fail("no buffer has role out or inout: nothing could be checked");
+    doc.at(join_key(kp, "arguments"))
+        .fail("no buffer has role out or inout (and is compared): nothing could be checked");
   auto geometry = [&](const char* name, std::array<expression, 3>& out) {
     const auto& g = req(name);
     const auto key = join_key(kp, name);
@@ -532,6 +575,10 @@ launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s
     r.type = a.type;
     r.fill = a.fill;
     r.role = a.role;
+    r.name = a.name;
+    r.param = a.param;
+    r.constant = a.constant;
+    r.compare = a.compare;
     if (a.buffer) {
       const auto n = as_count(eval_in(a.size, k, c, s, ("size of " + a.name).c_str()), "size of " + a.name);
       if (n < 1) throw error("buffer " + a.name + " has " + std::to_string(n) + " elements");
@@ -590,11 +637,14 @@ std::string with_defines(const kernel_spec& k, const config& c, const std::strin
                          const std::string& file) {
   std::string defs;
   const auto params = k.space.params();
-  for (std::size_t i = 0; i < k.own_params; ++i) {
-    const auto& val = k.space.value_of(c, i);
+  auto define = [&](const std::string& name, const value& val) {
     const std::string text = val.is_bool() ? (val.as_bool() ? "1" : "0") : val.str();
-    defs += "#define " + params[i].name + " " + text + "\n";
-  }
+    defs += "#define " + name + " " + text + "\n";
+  };
+  for (std::size_t i = 0; i < k.own_params; ++i)
+    define(params[i].name, k.space.value_of(c, i));
+  for (const auto& [name, e] : k.defines)
+    define(name, eval_in(e, k, c, k.time_shapes.front(), ("#define " + name).c_str()));
   return defs + "#line 1 \"" + std::filesystem::path(file).filename().string() + "\"\n" + source;
 }
 

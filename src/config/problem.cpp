@@ -5,7 +5,7 @@
 
 #include "kforge/error.hpp"
 #include "kforge/expr.hpp"
-#include "kforge/replay.hpp"
+#include "kforge/recorded.hpp"
 
 namespace kf {
 

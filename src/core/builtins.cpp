@@ -1,8 +1,8 @@
 #include <mutex>
 
-#include "kforge/cuda_evaluator.hpp"
+#include "kforge/evaluators/cuda.hpp"
 #include "kforge/kforge.hpp"
-#include "kforge/replay.hpp"
+#include "kforge/evaluators/replay.hpp"
 #include "kforge/transform.hpp"
 #include "kforge/strategies/bayesian.hpp"
 #include "kforge/strategies/brute_force.hpp"

@@ -21,38 +21,6 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-plugin_spec read_plugin(const document& doc, const json& node, const std::string& key) {
-  plugin_spec p;
-  p.where = doc.at(key);
-  if (node.is_string()) {
-    p.type = node.get<std::string>();
-    p.params = json::object();
-    return p;
-  }
-  if (!node.is_object()) p.where.fail("expected {type: <name>, params: {...}} or a name");
-  for (const auto& [k, v] : node.items())
-    if (k != "type" && k != "params") doc.at(key + "." + k).fail("unknown key (expected type, params)");
-  if (!node.contains("type") || !node["type"].is_string())
-    doc.at(key + ".type").fail("expected the name of a registered " + key);
-  p.type = node["type"].get<std::string>();
-  p.params = node.value("params", json::object());
-  if (p.params.is_null()) p.params = json::object();
-  if (!p.params.is_object()) doc.at(key + ".params").fail("expected a mapping of options");
-  return p;
-}
-
-std::optional<double> positive_number(const document& doc, const json& node, const std::string& key,
-                                      bool integer) {
-  if (!node.contains(key)) return std::nullopt;
-  const auto& v = node.at(key);
-  const auto loc = doc.at("budget." + key);
-  if (!v.is_number() || v.is_boolean()) loc.fail("expected a positive number, got " + describe_json(v));
-  const double x = v.get<double>();
-  if (!(x > 0) || !std::isfinite(x)) loc.fail("expected a positive number, got " + describe_json(v));
-  if (integer && (std::floor(x) != x || x > 1e15))
-    loc.fail("expected a whole number, got " + describe_json(v));
-  return x;
-}
 }  // namespace
 
 std::string_view to_string(stop_reason r) noexcept {
@@ -71,236 +39,247 @@ std::string_view to_string(stop_reason r) noexcept {
   return "?";
 }
 
-experiment_spec parse_experiment(const document& doc) {
-  register_builtins();
-  const auto& root = doc.root;
-  if (!root.is_object())
-    doc.at("").fail(
-        "expected a mapping (name, problem, strategy, evaluator, budget, seed, output, batch_size)");
-  static const std::set<std::string> known = {"name",   "problem", "strategy", "evaluator",
-                                              "budget", "seed",    "output",   "batch_size"};
-  for (const auto& [k, v] : root.items())
-    if (!known.count(k))
-      doc.at(k).fail(
-          "unknown key (expected one of name, problem, strategy, evaluator, budget, seed, output, "
-          "batch_size)");
-  experiment_spec s;
-  s.file = doc.file;
-  s.base_dir = doc.base_dir;
-  s.raw = root;
-  if (root.contains("name")) {
-    if (!root["name"].is_string())
-      doc.at("name").fail("expected a string, got " + describe_json(root["name"]));
-    s.name = root["name"].get<std::string>();
-    check_name(s.name, doc.at("name"));  // it names the run folder
-  } else {
-    s.name = sanitized_name(std::filesystem::path(doc.file).stem().string());
-  }
-  if (!root.contains("problem"))
-    doc.at("").fail(
-        "missing key 'problem' (the space to search: {t1: file}, {cache: file} or {kernel: file})");
-  s.prob = load_problem(doc, "problem");
-  if (!root.contains("strategy")) doc.at("").fail("missing key 'strategy' ({type: <name>, params: {...}})");
-  s.strategy = read_plugin(doc, root["strategy"], "strategy");
-  {
-    // Validate the options now, so that a bad config fails before anything runs.
-    const auto e = strategy_registry().get(s.strategy.type, s.strategy.where);
-    (void)e.make(options(e.options, s.strategy.params, s.strategy.where.child("params")));
-  }
-  if (!root.contains("evaluator"))
-    doc.at("").fail("missing key 'evaluator' ({type: replay, params: {file: ...}})");
-  s.evaluator = read_plugin(doc, root["evaluator"], "evaluator");
-  {
-    const auto e = evaluator_registry().get(s.evaluator.type, s.evaluator.where);
-    (void)options(e.options, s.evaluator.params, s.evaluator.where.child("params"));
-  }
-  if (root.contains("budget")) {
-    const auto& b = root["budget"];
-    if (!b.is_object())
-      doc.at("budget").fail("expected a mapping with evaluations, wall_time_s and/or simulated_time_s");
-    for (const auto& [k, v] : b.items())
-      if (k != "evaluations" && k != "wall_time_s" && k != "simulated_time_s")
-        doc.at("budget." + k).fail("unknown key (expected evaluations, wall_time_s, simulated_time_s)");
-    if (auto e = positive_number(doc, b, "evaluations", true))
-      s.budget.evaluations = static_cast<std::size_t>(*e);
-    s.budget.wall_seconds = positive_number(doc, b, "wall_time_s", false);
-    s.budget.simulated_seconds = positive_number(doc, b, "simulated_time_s", false);
-  }
-  if (root.contains("seed")) s.seed = seed_value(root["seed"], doc.at("seed"));
-  if (root.contains("batch_size")) {
-    const auto& v = root["batch_size"];
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 1'000'000)
-      doc.at("batch_size").fail("expected a positive integer, got " + describe_json(v));
-    s.batch_size = v.get<std::size_t>();
-  }
-  if (root.contains("output")) {
-    if (!root["output"].is_string() || root["output"].get<std::string>().empty())
-      doc.at("output").fail("expected a folder path");
-    s.output = root["output"].get<std::string>();
-  } else {
-    // No output folder given: a fresh, timestamped one, so that running a config twice never collides.
-    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
-    s.output = std::filesystem::path("runs") / (s.name + "-" + stamp);
-  }
-  return s;
-}
+namespace {
 
-experiment_spec load_experiment(const std::string& path) {
-  return parse_experiment(load_document(path));
-}
+// The loop of one run, as named steps. Trials flow:
+//
+//   fill(): strategy.propose(want) -> contract checks -> stored? (resume) : evaluator.submit
+//   next_group(): the stored group of this step (resume) or the evaluator's next arrivals
+//   observe(): clock, store.commit, history, callback, strategy.observe(group)
+//
+// In `continuous` scheduling (schedule_mode) the evaluator's in-flight set is refilled to `batch_size` after every group
+// that arrives, and the strategy sees the configurations still in flight (pending); in `batches` it waits
+// for the whole batch first. A synchronous evaluator (replay) returns a whole batch as one group, so both
+// give the same trial sequence for a seed and batch size.
+class loop {
+ public:
+  loop(const search_space& space, strategy& strat, evaluator& eval, const budget_spec& budget,
+       std::size_t batch_size, run_store* store, const run_options& opts)
+      : space_(space), strat_(strat), eval_(eval), budget_(budget), batch_(std::max<std::size_t>(1, batch_size)),
+        store_(store), opts_(opts), simulated_(eval.simulated_clock()) {}
 
-run_result run_loop(const search_space& space, strategy& strat, evaluator& eval, const budget_spec& budget,
-                    std::uint64_t seed, std::size_t batch_size, run_store* store, const run_options& opts) {
-  if (batch_size == 0) batch_size = 1;
-  const auto t0 = clock_type::now();
-  run_result res;
-  auto& hist = res.history;
-  strat.initialize(space, seed);
-  const bool simulated = eval.simulated_clock();
-
-  std::map<std::uint64_t, trial> stored;
-  double clock_offset = 0;
-  if (store) {
-    for (auto& t : store->trials()) {
-      clock_offset = std::max(clock_offset, t.clock_s);
-      stored.emplace(t.sequence, std::move(t));
+  run_result run(std::uint64_t seed) {
+    strat_.initialize(space_, seed);
+    load_stored();
+    while (true) {
+      if (!stopping_) {
+        if (auto r = budget_reached()) stop(*r);
+      }
+      if (!stopping_ && (opts_.schedule == schedule_mode::continuous || in_flight_.empty())) fill();
+      if (in_flight_.empty()) break;  // nothing proposed, nothing running: done
+      bool from_store = false;
+      auto group = next_group(from_store);
+      observe(std::move(group), from_store);
     }
-    if (!stored.empty() && !opts.resume)
-      throw error("run folder " + store->dir().string() + " already holds " + std::to_string(stored.size()) +
+    res_.clock_s = simulated_ ? sim_clock_ : wall_clock();
+    res_.wall_s = seconds_since(t0_);
+    if (!stored_.empty() && opts_.log)
+      *opts_.log << "note: " << stored_.size() << " stored trials lie beyond where this run stopped (budget lowered?)\n";
+    return std::move(res_);
+  }
+
+ private:
+  // Resume: the stored trials by sequence, and their observation groups in order.
+  void load_stored() {
+    if (!store_) return;
+    for (auto& t : store_->trials()) {
+      clock_offset_ = std::max(clock_offset_, t.clock_s);
+      groups_[t.batch].push_back(t.sequence);
+      stored_.emplace(t.sequence, std::move(t));
+    }
+    if (!stored_.empty() && !opts_.resume)
+      throw error("run folder " + store_->dir().string() + " already holds " + std::to_string(stored_.size()) +
                   " trials: pass --resume to continue that run, or choose another output folder");
   }
-  double sim_clock = 0;
-  auto wall_clock = [&] { return clock_offset + seconds_since(t0); };
 
-  std::uint64_t seq = 0;
-  std::uint32_t batch_no = 0;
-  while (true) {
-    const std::size_t used = hist.size();
-    if (budget.evaluations && used >= *budget.evaluations) {
-      res.reason = stop_reason::evaluations;
-      break;
-    }
-    if (budget.simulated_seconds && simulated && sim_clock >= *budget.simulated_seconds) {
-      res.reason = stop_reason::simulated_time;
-      break;
-    }
-    if (budget.wall_seconds && stored.empty() && wall_clock() >= *budget.wall_seconds) {
-      res.reason = stop_reason::wall_time;
-      break;
-    }
+  double wall_clock() const { return clock_offset_ + seconds_since(t0_); }
+
+  std::optional<stop_reason> budget_reached() const {
+    const std::size_t used = res_.history.size() + in_flight_.size();
+    if (budget_.evaluations && used >= *budget_.evaluations) return stop_reason::evaluations;
+    if (budget_.simulated_seconds && simulated_ && sim_clock_ >= *budget_.simulated_seconds)
+      return stop_reason::simulated_time;
+    // While stored trials are replayed the wall clock is not this invocation's to spend.
+    if (budget_.wall_seconds && stored_.empty() && wall_clock() >= *budget_.wall_seconds) return stop_reason::wall_time;
+    return std::nullopt;
+  }
+
+  void stop(stop_reason r) {
+    stopping_ = true;
+    res_.reason = r;
+  }
+
+  search_state state(std::optional<std::size_t> left) const {
+    return search_state(space_, res_.history, pending_, left);
+  }
+
+  // Proposes enough configurations to bring the in-flight set to the batch size, and sends the new
+  // ones to the evaluator (stored ones, on resume, wait for their group instead).
+  void fill() {
+    const std::size_t used = res_.history.size() + in_flight_.size();
     std::optional<std::size_t> left;
-    if (budget.evaluations) left = *budget.evaluations - used;
-    const search_state state(space, hist, {}, left);
-    if (strat.finished(state)) {
-      res.reason = stop_reason::strategy_finished;
-      break;
+    if (budget_.evaluations) left = *budget_.evaluations - std::min(*budget_.evaluations, used);
+    if (strat_.finished(state(left))) {
+      if (in_flight_.empty()) stop(stop_reason::strategy_finished);
+      return;
     }
-    const std::size_t n = left ? std::min(batch_size, *left) : batch_size;
-    auto proposals = strat.propose(state, n);
-    // Contract checks: a strategy that breaks them is a bug to report, not a failing variant.
+    std::size_t want = batch_ - std::min(batch_, in_flight_.size());
+    if (left) want = std::min(want, *left);
+    if (want == 0) return;
+    auto proposals = strat_.propose(state(left), want);
+    check_contract(proposals, want);
+    if (proposals.empty()) {
+      if (in_flight_.empty())
+        stop(strat_.finished(state(left)) ? stop_reason::strategy_finished : stop_reason::space_exhausted);
+      return;
+    }
+    std::vector<evaluation_request> to_eval;
+    for (auto& c : proposals) {
+      const std::uint64_t s = next_sequence_++;
+      if (auto it = stored_.find(s); it != stored_.end() && it->second.cfg != c)
+        throw error("cannot resume: at trial " + std::to_string(s) + " the strategy now proposes " + space_.describe(c) +
+                    " but the run recorded " + space_.describe(it->second.cfg) +
+                    " (were the config, the seed or kforge changed?)");
+      if (!stored_.count(s)) to_eval.push_back({s, c, step_});
+      in_flight_.emplace(s, c);
+      pending_.push_back(std::move(c));
+    }
+    if (!to_eval.empty()) eval_.submit(std::move(to_eval));
+  }
+
+  // A strategy that breaks its contract is a bug to report, not a failing variant.
+  void check_contract(const std::vector<config>& proposals, std::size_t n) const {
     if (proposals.size() > n)
-      throw error("strategy '" + strat.name() + "' proposed " + std::to_string(proposals.size()) +
+      throw error("strategy '" + strat_.name() + "' proposed " + std::to_string(proposals.size()) +
                   " configurations where " + std::to_string(n) + " were asked for");
     for (std::size_t i = 0; i < proposals.size(); ++i) {
       const auto& c = proposals[i];
-      if (!space.is_valid(c))
-        throw error(
-            "strategy '" + strat.name() + "' proposed an invalid configuration " +
-            (c.size() == space.dimension() ? space.describe(c) : std::string("(of the wrong length)")));
-      if (hist.measured(c))
-        throw error("strategy '" + strat.name() + "' proposed the already measured configuration " +
-                    space.describe(c));
+      if (!space_.is_valid(c))
+        throw error("strategy '" + strat_.name() + "' proposed an invalid configuration " +
+                    (c.size() == space_.dimension() ? space_.describe(c) : std::string("(of the wrong length)")));
+      if (res_.history.measured(c))
+        throw error("strategy '" + strat_.name() + "' proposed the already measured configuration " +
+                    space_.describe(c));
+      if (std::find(pending_.begin(), pending_.end(), c) != pending_.end())
+        throw error("strategy '" + strat_.name() + "' proposed " + space_.describe(c) + ", which is still in flight");
       for (std::size_t j = 0; j < i; ++j)
         if (proposals[j] == c)
-          throw error("strategy '" + strat.name() + "' proposed " + space.describe(c) +
-                      " twice in one batch");
+          throw error("strategy '" + strat_.name() + "' proposed " + space_.describe(c) + " twice in one batch");
     }
-    if (proposals.empty()) {
-      res.reason = strat.finished(state) ? stop_reason::strategy_finished : stop_reason::space_exhausted;
-      break;
-    }
-    std::vector<trial> results(proposals.size());
-    std::vector<bool> from_store(proposals.size(), false), have(proposals.size(), false);
-    std::vector<evaluation_request> to_eval;
-    for (std::size_t i = 0; i < proposals.size(); ++i) {
-      const std::uint64_t s = seq + i;
-      if (auto it = stored.find(s); it != stored.end()) {
-        if (it->second.cfg != proposals[i])
-          throw error("cannot resume: at trial " + std::to_string(s) + " the strategy now proposes " +
-                      space.describe(proposals[i]) + " but the run recorded " +
-                      space.describe(it->second.cfg) + " (were the config, the seed or kforge changed?)");
-        results[i] = std::move(it->second);
-        from_store[i] = have[i] = true;
-        stored.erase(it);
-        ++res.resumed;
-      } else {
-        to_eval.push_back({s, proposals[i], batch_no});
-      }
-    }
-    if (!to_eval.empty()) {
-      const std::size_t expected = to_eval.size();
-      eval.submit(std::move(to_eval));
-      std::size_t got = 0;
-      while (got < expected) {
-        auto done = eval.collect(true);
-        if (done.empty() && eval.in_flight() == 0)
-          throw error("the evaluator returned " + std::to_string(got) + " of " + std::to_string(expected) +
-                      " trials");
-        for (auto& t : done) {
-          if (t.sequence < seq || t.sequence >= seq + proposals.size() || have[t.sequence - seq])
-            throw error("the evaluator returned an unexpected trial (sequence " + std::to_string(t.sequence) +
-                        ")");
-          const auto i = static_cast<std::size_t>(t.sequence - seq);
-          if (t.cfg != proposals[i])
-            throw error("the evaluator changed the configuration of trial " + std::to_string(t.sequence));
-          t.batch = batch_no;
-          if (!simulated) {
-            // Wall clock: commit as soon as the trial is known.
-            t.clock_s = wall_clock();
-            if (store) store->commit(t);
-          }
-          results[i] = std::move(t);
-          have[i] = true;
-          ++got;
-        }
-      }
-    }
-    // In sequence order: simulated clock, commit of new trials, history, callbacks.
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      auto& t = results[i];
-      if (simulated) {
-        sim_clock += t.cost.total();
-        if (!from_store[i]) {
-          t.clock_s = sim_clock;
-          if (store) store->commit(t);
-        }
-      }
-      hist.add(std::move(t));
-      if (opts.on_trial) opts.on_trial(hist.trials().back(), hist, budget);
-    }
-    strat.observe(
-        search_state(space, hist, {}, std::nullopt),
-        std::span<const trial>(hist.trials().data() + hist.size() - results.size(), results.size()));
-    seq += proposals.size();
-    ++batch_no;
   }
-  res.clock_s = simulated ? sim_clock : wall_clock();
-  res.wall_s = seconds_since(t0);
-  if (!stored.empty() && opts.log)
-    *opts.log << "note: " << stored.size()
-              << " stored trials lie beyond where this run stopped (budget lowered?)\n";
-  return res;
+
+  // The next trials to observe, in sequence order: on resume the stored group of this step (every one of
+  // them must be in flight: proposed again), else what the evaluator delivers next (all of the batch in
+  // `batches` scheduling).
+  std::vector<trial> next_group(bool& from_store) {
+    std::vector<trial> group;
+    from_store = false;
+    if (auto g = groups_.begin(); g != groups_.end()) {
+      bool all_proposed = true;
+      for (auto s : g->second)
+        all_proposed &= in_flight_.count(s) > 0;
+      if (all_proposed) {
+        for (auto s : g->second) {
+          auto it = stored_.find(s);
+          group.push_back(std::move(it->second));
+          stored_.erase(it);
+          ++res_.resumed;
+        }
+        groups_.erase(g);
+        from_store = true;
+        return group;
+      }
+      if (stopping_ || fill_stalled())
+        throw error("cannot resume: the stored trials of step " + std::to_string(g->first) +
+                    " were not proposed again (were the config, the seed or kforge changed?)");
+    }
+    std::size_t expected = 0;
+    for (const auto& [s, c] : in_flight_)
+      expected += stored_.count(s) ? 0 : 1;
+    if (expected == 0) throw error("the evaluator has nothing in flight, but the loop waits for it");
+    while (group.empty() || (opts_.schedule == schedule_mode::batches && group.size() < expected)) {
+      auto done = eval_.collect(true);
+      if (done.empty() && eval_.in_flight() == 0)
+        throw error("the evaluator returned " + std::to_string(group.size()) + " of " + std::to_string(expected) +
+                    " trials");
+      for (auto& t : done) {
+        auto it = in_flight_.find(t.sequence);
+        if (it == in_flight_.end() || stored_.count(t.sequence))
+          throw error("the evaluator returned an unexpected trial (sequence " + std::to_string(t.sequence) + ")");
+        if (t.cfg != it->second)
+          throw error("the evaluator changed the configuration of trial " + std::to_string(t.sequence));
+        group.push_back(std::move(t));
+      }
+    }
+    std::sort(group.begin(), group.end(), [](const trial& a, const trial& b) { return a.sequence < b.sequence; });
+    return group;
+  }
+
+  // On resume, a stored group can only be completed by proposals; a loop that cannot propose more (the
+  // in-flight set is full) and waits for it is stuck.
+  bool fill_stalled() const { return in_flight_.size() >= batch_; }
+
+  // Clock, commit (new trials), history, callback and the strategy's observation, in sequence order.
+  void observe(std::vector<trial> group, bool from_store) {
+    for (auto& t : group) {
+      in_flight_.erase(t.sequence);
+      pending_.erase(std::find(pending_.begin(), pending_.end(), t.cfg));
+      if (simulated_) sim_clock_ += t.cost.total();
+      if (!from_store) {
+        t.batch = step_;
+        t.clock_s = simulated_ ? sim_clock_ : wall_clock();
+      }
+    }
+    // One transaction per group: a resumed run replays whole groups.
+    if (store_ && !from_store) store_->commit(std::span<const trial>(group));
+    for (auto& t : group) {
+      res_.history.add(std::move(t));
+      if (opts_.on_trial) opts_.on_trial(res_.history.trials().back(), res_.history, budget_);
+    }
+    const auto& all = res_.history.trials();
+    strat_.observe(state(std::nullopt), std::span<const trial>(all.data() + all.size() - group.size(), group.size()));
+    ++step_;
+  }
+
+  const search_space& space_;
+  strategy& strat_;
+  evaluator& eval_;
+  const budget_spec& budget_;
+  const std::size_t batch_;
+  run_store* store_;
+  const run_options& opts_;
+  const bool simulated_;
+  const clock_type::time_point t0_ = clock_type::now();
+
+  run_result res_;
+  bool stopping_ = false;
+  std::uint64_t next_sequence_ = 0;
+  std::uint32_t step_ = 0;                      // observation groups so far
+  std::map<std::uint64_t, config> in_flight_;  // proposed and not yet observed, by sequence
+  std::vector<config> pending_;                // the same configurations, for search_state
+  std::map<std::uint64_t, trial> stored_;      // resume: stored trials not yet replayed
+  std::map<std::uint32_t, std::vector<std::uint64_t>> groups_;  // resume: stored groups by step
+  double clock_offset_ = 0;
+  double sim_clock_ = 0;
+};
+
+}  // namespace
+
+run_result run_loop(const search_space& space, strategy& strat, evaluator& eval, const budget_spec& budget,
+                    std::uint64_t seed, std::size_t batch_size, run_store* store, const run_options& opts) {
+  return loop(space, strat, eval, budget, batch_size, store, opts).run(seed);
 }
 
 namespace {
 json spec_fingerprint(const experiment_spec& s) {
-  return {{"problem", {{"kind", s.prob.source_kind}, {"space", describe_space(s.prob.space)}}},
+  json fp = {{"problem", {{"kind", s.prob.source_kind}, {"space", describe_space(s.prob.space)}}},
           {"strategy", {{"type", s.strategy.type}, {"params", s.strategy.params}}},
           {"evaluator", {{"type", s.evaluator.type}, {"params", s.evaluator.params}}},
           {"seed", s.seed},
           {"batch_size", s.batch_size ? json(*s.batch_size) : json(nullptr)}};
+  // Only when not the default, so that runs stored before the key existed still resume.
+  if (s.schedule == schedule_mode::batches) fp["schedule"] = "batches";
+  return fp;
 }
 }  // namespace
 
@@ -337,7 +316,9 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
   auto eval = evaluator_registry().create(spec.evaluator, ctx);
   if (store) store->set_meta("evaluator", eval.describe());
   const std::size_t batch = spec.batch_size ? *spec.batch_size : std::max<std::size_t>(1, eval.parallelism());
-  auto res = run_loop(spec.prob.space, strat, eval, spec.budget, spec.seed, batch, store.get(), opts);
+  run_options o = opts;
+  o.schedule = spec.schedule;
+  auto res = run_loop(spec.prob.space, strat, eval, spec.budget, spec.seed, batch, store.get(), o);
   if (store) {
     store->set_meta("evaluator", eval.describe());  // again: restarts, profiling state at the end
     json fin = {{"reason", std::string(to_string(res.reason))},

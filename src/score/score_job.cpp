@@ -11,7 +11,7 @@
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/problem.hpp"
-#include "kforge/replay.hpp"
+#include "kforge/evaluators/replay.hpp"
 
 namespace kf {
 

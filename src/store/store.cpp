@@ -175,6 +175,21 @@ void run_store::commit(const trial& t) {
   if (sqlite3_step(st.s) != SQLITE_DONE) sql_fail(impl_->db, "commit trial " + std::to_string(t.sequence));
 }
 
+void run_store::commit(std::span<const trial> group) {
+  if (group.size() == 1) return commit(group.front());
+  exec(impl_->db, "BEGIN IMMEDIATE");
+  try {
+    for (const auto& t : group)
+      commit(t);
+  } catch (...) {
+    char* msg = nullptr;
+    sqlite3_exec(impl_->db, "ROLLBACK", nullptr, nullptr, &msg);
+    sqlite3_free(msg);
+    throw;
+  }
+  exec(impl_->db, "COMMIT");
+}
+
 std::vector<trial> run_store::trials() const {
   statement st(
       impl_->db,

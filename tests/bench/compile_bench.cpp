@@ -15,7 +15,7 @@
 #include <random>
 #include <string>
 
-#include "kforge/compile.hpp"
+#include "kforge/evaluators/compile.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/problem.hpp"
-#include "kforge/replay.hpp"
+#include "kforge/evaluators/replay.hpp"
 #include "kforge/space.hpp"
 #include "kforge/store.hpp"
 

@@ -6,7 +6,7 @@
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/problem.hpp"
-#include "kforge/replay.hpp"
+#include "kforge/evaluators/replay.hpp"
 #include "kforge/score_job.hpp"
 #include "kforge/strategy.hpp"
 #include "support/test_support.hpp"

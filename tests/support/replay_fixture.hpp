@@ -6,7 +6,7 @@
 
 #include "kforge/evaluator.hpp"
 #include "kforge/problem.hpp"
-#include "kforge/replay.hpp"
+#include "kforge/evaluators/replay.hpp"
 #include "support/test_support.hpp"
 
 namespace kf::test {

@@ -1,5 +1,5 @@
 // Every kforge program must start on a machine without an NVIDIA driver: none may need libcuda.so.1 at
-// load time (src/cuda/driver_api.cpp loads it at run time, and only when a GPU is asked for).
+// load time (evaluators/cuda/worker/driver_api.cpp loads it at run time, and only when a GPU is asked for).
 #include <gtest/gtest.h>
 
 #include "support/test_support.hpp"

@@ -1,6 +1,6 @@
 // kf::compiler, compile_pool and theoretical_occupancy on real NVRTC compilations (no GPU needed).
 // Each static metric is checked twice: against the ptxas -v log and against the CUBIN's own records
-// (src/cuda/cubin_reader.hpp), so a test failing here says which source moved.
+// (evaluators/cuda/nvrtc/cubin_reader.hpp), so a test failing here says which source moved.
 //
 // Ground truth, measured once on the H200 (driver 580.159.04, 2026-12-02) by loading these same CUBINs
 // with cuModuleLoadData: cuFuncGetAttribute's NUM_REGS, LOCAL_SIZE_BYTES, SHARED_SIZE_BYTES,
@@ -19,11 +19,11 @@
 #include <set>
 #include <thread>
 
-#include "cuda/compile_cache.hpp"
-#include "cuda/cubin_reader.hpp"
-#include "cuda/occupancy_reference.hpp"
-#include "cuda/ptxas_log.hpp"
-#include "kforge/compile.hpp"
+#include "evaluators/cuda/nvrtc/compile_cache.hpp"
+#include "evaluators/cuda/nvrtc/cubin_reader.hpp"
+#include "evaluators/cuda/nvrtc/occupancy_reference.hpp"
+#include "evaluators/cuda/nvrtc/ptxas_log.hpp"
+#include "kforge/evaluators/compile.hpp"
 #include "kforge/error.hpp"
 #include "support/test_support.hpp"
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "cuda/device_lock.hpp"
+#include "evaluators/cuda/worker/device_lock.hpp"
 #include "support/test_support.hpp"
 
 namespace kf::cuda {

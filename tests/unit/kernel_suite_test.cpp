@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "kforge/compile.hpp"
+#include "kforge/evaluators/compile.hpp"
 #include "kforge/error.hpp"
 #include "kforge/kernel.hpp"
 #include "kforge/kforge.hpp"

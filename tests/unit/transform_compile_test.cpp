@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "kforge/compile.hpp"
+#include "kforge/evaluators/compile.hpp"
 #include "kforge/error.hpp"
 #include "kforge/kernel.hpp"
 #include "kforge/kforge.hpp"

@@ -1,0 +1,54 @@
+// kf::experiment_spec: an experiment config (YAML or JSON), read and validated.
+//
+// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule (README.md shows one).
+// Every problem is reported as a kf::config_error naming the file, the line, the key path and the reason;
+// plug-in options are checked against their registry's option table before anything runs.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kforge/document.hpp"
+#include "kforge/problem.hpp"
+#include "kforge/registry.hpp"
+
+namespace kf {
+
+/// When the loop proposes: `continuous` refills the evaluator's in-flight set as results arrive (the
+/// strategy sees the configurations still in flight); `batches` waits for a whole batch first.
+enum class schedule_mode { continuous, batches };
+
+struct budget_spec {
+  std::optional<std::size_t> evaluations;
+  std::optional<double> wall_seconds;
+  std::optional<double> simulated_seconds;
+  bool unlimited() const noexcept { return !evaluations && !wall_seconds && !simulated_seconds; }
+};
+
+/// A validated experiment configuration.
+struct experiment_spec {
+  std::string name;
+  std::string file;  ///< the config file it came from
+  problem prob;
+  plugin_spec strategy;
+  plugin_spec evaluator;
+  budget_spec budget;
+  std::uint64_t seed = 0;
+  std::filesystem::path output;           ///< run folder
+  std::optional<std::size_t> batch_size;  ///< proposals in flight (default: the evaluator's parallelism)
+  schedule_mode schedule = schedule_mode::continuous;
+  std::filesystem::path base_dir;
+  nlohmann::json raw;  ///< the config as read, recorded with the run
+};
+
+/// Reads and validates an experiment config (YAML or JSON; "embedded:<name>" for embedded ones).
+/// Throws kf::config_error naming the file, the key path and the reason.
+experiment_spec load_experiment(const std::string& path);
+/// The same from an already parsed document.
+experiment_spec parse_experiment(const document& doc);
+
+}  // namespace kf

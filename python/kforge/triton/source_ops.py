@@ -1,0 +1,780 @@
+"""Triton source operators: pure functions from the text of a Python module to new text.
+
+They find and rewrite the tuning knobs of real Triton programs (a module with ``@triton.jit`` kernels and
+the Python wrappers that launch them):
+
+- ``find_knobs(source)``: every knob, found without hints (see ``find_knobs``);
+- ``lift_literal``, ``set_launch_keyword``, ``set_constexpr_at_launch``: change one site;
+- ``autotune_to_space``, ``remove_autotune``, ``apply_config``: take ``@triton.autotune`` apart;
+- ``pin_heuristics``: fix the outputs of ``@triton.heuristics``.
+
+Edits are textual, located by the positions of ``ast`` nodes, so comments and formatting outside the
+edited span survive byte for byte. Each operator raises ``SourceOpError`` (naming the site and the
+reason) when it does not apply: a source that does not parse, a site that does not exist or is
+ambiguous, a value that conflicts with ``@triton.autotune`` or ``@triton.heuristics``. A caller turns that
+into an invalid variant; nothing here executes the module.
+
+Sites are strings ``"<function>:<line>"``: the qualified name of the enclosing function (``<module>`` at
+the top level, ``Class.method`` inside a class) and the 1-based line where the launch call or the
+assignment starts, as ``find_knobs`` reports them. ``"<function>"`` alone is accepted when that function
+holds exactly one candidate. Operators that delete lines (``remove_autotune``, ``apply_config``) move
+the lines below them: find the knobs again afterwards, or apply those operators last.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import math
+import types
+from typing import Any, Iterable
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+# What triton.Config assumes for an option a configuration does not set (runtime/autotuner.py, 3.6).
+CONFIG_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
+NUM_WARPS_VALUES = [1, 2, 4, 8, 16]
+NUM_STAGES_VALUES = [1, 2, 3, 4, 5]
+# Powers of two suggested around a block size: current / 4 ... current * 4, within these bounds.
+POWER_OF_TWO_SPAN = 2
+BLOCK_MIN, BLOCK_MAX = 1, 1 << 16
+
+
+class SourceOpError(ValueError):
+    """An operator does not apply to this source; the message names the site and the reason."""
+
+
+# --- the parsed module -------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Kernel:
+    """A @triton.jit function and the decorators stacked on it."""
+    name: str
+    node: ast.FunctionDef
+    params: list[str]
+    constexprs: set[str]
+    defaults: dict[str, Any]          # literal defaults of parameters
+    autotune: ast.Call | None
+    heuristics: ast.Call | None
+
+    @property
+    def site(self) -> str:
+        first = min([self.node.lineno] + [d.lineno for d in self.node.decorator_list])
+        return f"{self.name}:{first}"
+
+
+@dataclasses.dataclass
+class Launch:
+    """A call ``kernel[grid](...)``."""
+    kernel: Kernel
+    call: ast.Call
+    grid: ast.expr
+    function: str                     # qualified name of the enclosing function, or <module>
+
+    @property
+    def line(self) -> int:
+        return self.call.lineno
+
+    @property
+    def site(self) -> str:
+        return f"{self.function}:{self.line}"
+
+    def keyword(self, name: str) -> ast.keyword | None:
+        return next((k for k in self.call.keywords if k.arg == name), None)
+
+    def positional(self, name: str) -> ast.expr | None:
+        """The positional argument bound to kernel parameter `name`, if the call passes it so."""
+        if name not in self.kernel.params:
+            return None
+        index = self.kernel.params.index(name)
+        args = self.call.args
+        if any(isinstance(a, ast.Starred) for a in args[:index + 1]):
+            return None
+        return args[index] if index < len(args) else None
+
+
+@dataclasses.dataclass
+class Assignment:
+    """``name = <int literal>`` (or one element of ``a, b = 1, 2``) in a function or at the top level."""
+    name: str
+    value: ast.Constant
+    function: str
+    line: int
+
+    @property
+    def site(self) -> str:
+        return f"{self.function}:{self.line}"
+
+
+class Module:
+    """A parsed source with byte-exact positions, its kernels, launches and scopes."""
+
+    def __init__(self, source: str):
+        self.text = source
+        try:
+            self.tree = ast.parse(source)
+        except SyntaxError as e:
+            raise SourceOpError(f"the source does not parse: line {e.lineno}:{e.offset}: {e.msg}") from None
+        except ValueError as e:  # null bytes
+            raise SourceOpError(f"the source does not parse: {e}") from None
+        self.line_starts = _line_starts(source)
+        self.kernels = {k.name: k for k in _find_kernels(self.tree)}
+        self.scopes = _scopes(self.tree)           # qualified name -> function node (or the module)
+        self.launches = [launch for scope, node in self.scopes.items()
+                         for launch in _launches_in(node, scope, self.kernels)]
+
+    # positions: ast columns are UTF-8 byte offsets
+    def offset(self, line: int, col: int) -> int:
+        start = self.line_starts[line - 1]
+        end = self.line_starts[line] if line < len(self.line_starts) else len(self.text)
+        return start + len(self.text[start:end].encode()[:col].decode(errors="ignore"))
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return (self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset))
+
+    def segment(self, node: ast.AST) -> str:
+        start, end = self.span(node)
+        return self.text[start:end]
+
+    def kernel(self, name: str) -> Kernel:
+        if name not in self.kernels:
+            known = ", ".join(sorted(self.kernels)) or "none"
+            raise SourceOpError(f"no @triton.jit kernel named {name!r} (kernels: {known})")
+        return self.kernels[name]
+
+    def launch_at(self, site: str) -> Launch:
+        return _select(site, self.launches, "launch of a @triton.jit kernel")
+
+    def launches_of(self, kernel: Kernel) -> list[Launch]:
+        return [launch for launch in self.launches if launch.kernel is kernel]
+
+
+def _line_starts(text: str) -> list[int]:
+    starts, position = [0], 0
+    for line in text.splitlines(keepends=True):
+        position += len(line)
+        starts.append(position)
+    return starts
+
+
+def _select(site: str, candidates: list, what: str):
+    """The candidate at `site` ("function:line", or "function" when it holds exactly one)."""
+    function, _, line = site.partition(":")
+    matching = [c for c in candidates if c.function == function and (not line or str(c.line) == line)]
+    if len(matching) == 1:
+        return matching[0]
+    if not matching:
+        known = ", ".join(sorted({c.site for c in candidates})) or "none"
+        raise SourceOpError(f"site {site!r}: no {what} there (sites: {known})")
+    raise SourceOpError(f"site {site!r} is ambiguous: {len(matching)} of {what} "
+                        f"({', '.join(c.site for c in matching)}); give function:line")
+
+
+def _decorator_name(node: ast.expr) -> str:
+    """'triton.jit' for @triton.jit / @triton.jit(...), 'jit' for @jit, '' for anything else."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def _is_decorator(node: ast.expr, name: str) -> bool:
+    """@triton.<name>, @<name>, @triton.runtime.<name>, ... (the last part of the dotted name)."""
+    dotted = _decorator_name(node)
+    return dotted.split(".")[-1] == name and (dotted == name or dotted.startswith("triton"))
+
+
+def _is_constexpr_annotation(node: ast.expr | None) -> bool:
+    return node is not None and _decorator_name(node).split(".")[-1] == "constexpr"
+
+
+def _find_kernels(tree: ast.Module) -> Iterable[Kernel]:
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        decorators = node.decorator_list
+        if not any(_is_decorator(d, "jit") for d in decorators):
+            continue
+        args = node.args.posonlyargs + node.args.args
+        defaults = dict(zip([a.arg for a in args][len(args) - len(node.args.defaults):], node.args.defaults))
+        yield Kernel(
+            name=node.name, node=node, params=[a.arg for a in args],
+            constexprs={a.arg for a in args if _is_constexpr_annotation(a.annotation)},
+            defaults={n: d.value for n, d in defaults.items() if isinstance(d, ast.Constant)},
+            autotune=next((d for d in decorators if isinstance(d, ast.Call) and _is_decorator(d, "autotune")), None),
+            heuristics=next((d for d in decorators if isinstance(d, ast.Call) and _is_decorator(d, "heuristics")),
+                            None))
+
+
+def _scopes(tree: ast.Module) -> dict[str, ast.AST]:
+    """Every function by qualified name ('outer.inner', 'Class.method'), and '<module>'."""
+    scopes: dict[str, ast.AST] = {"<module>": tree}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                scopes[name] = child
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+    visit(tree, "")
+    return scopes
+
+
+def _own_nodes(scope: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of a scope, not descending into nested functions or classes (lambdas included)."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _launches_in(scope: ast.AST, scope_name: str, kernels: dict[str, Kernel]) -> Iterable[Launch]:
+    found = []
+    for node in _own_nodes(scope):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+            target = node.func.value
+            name = target.id if isinstance(target, ast.Name) else \
+                target.attr if isinstance(target, ast.Attribute) else None
+            if name in kernels:
+                found.append(Launch(kernels[name], node, node.func.slice, scope_name))
+    return sorted(found, key=lambda launch: (launch.call.lineno, launch.call.col_offset))
+
+
+# --- text edits --------------------------------------------------------------------------------------
+
+class Edits:
+    """Replacements of spans of the original text, applied together (spans must not overlap)."""
+
+    def __init__(self, module: Module):
+        self.module = module
+        self.items: list[tuple[int, int, str]] = []
+
+    def replace(self, node: ast.AST, text: str) -> None:
+        start, end = self.module.span(node)
+        self.items.append((start, end, text))
+
+    def insert(self, position: int, text: str) -> None:
+        self.items.append((position, position, text))
+
+    def delete(self, start: int, end: int) -> None:
+        self.items.append((start, end, ""))
+
+    def apply(self) -> str:
+        text = self.module.text
+        previous_start = len(text) + 1
+        # From the end backwards, so earlier offsets stay valid; of two insertions at one offset the
+        # one made first ends up first.
+        ordered = sorted(enumerate(self.items), key=lambda e: (e[1][0], e[1][1], e[0]), reverse=True)
+        for _, (start, end, replacement) in ordered:
+            if end > previous_start:
+                raise SourceOpError(f"internal: overlapping edits at offset {start}")
+            text = text[:start] + replacement + text[end:]
+            previous_start = start
+        return text
+
+
+def _set_call_keyword(edits: Edits, module: Module, call: ast.Call, name: str, value_text: str) -> None:
+    """Sets keyword `name` of `call` to `value_text`: replaces its value, or appends it after the last
+    argument (keeping a trailing comma and the line layout)."""
+    existing = next((k for k in call.keywords if k.arg == name), None)
+    if existing is not None:
+        edits.replace(existing.value, value_text)
+        return
+    arguments = list(call.args) + list(call.keywords)
+    if arguments:
+        last = max(arguments, key=lambda n: (n.end_lineno, n.end_col_offset))
+        edits.insert(module.offset(last.end_lineno, last.end_col_offset), f", {name}={value_text}")
+    else:
+        edits.insert(module.offset(call.end_lineno, call.end_col_offset) - 1, f"{name}={value_text}")
+
+
+def _delete_decorator(edits: Edits, module: Module, decorator: ast.expr) -> None:
+    """Deletes '@decorator' with its whole lines when nothing else shares them."""
+    start, end = module.span(decorator)
+    at = module.text.rfind("@", 0, start)
+    line_start = module.text.rfind("\n", 0, at) + 1
+    line_end = module.text.find("\n", end)
+    line_end = len(module.text) if line_end < 0 else line_end + 1
+    rest = module.text[end:line_end]
+    if module.text[line_start:at].strip() == "" and (rest.strip() == "" or rest.strip().startswith("#")):
+        edits.delete(line_start, line_end)
+    else:
+        edits.delete(at, end)
+
+
+def _literal_text(value: Any) -> str:
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return repr(value)
+    raise SourceOpError(f"value {value!r} is not a Python literal (int, float, bool, str, None)")
+
+
+# --- static evaluation of decorator arguments --------------------------------------------------------
+
+class _StubConfig:
+    """Stands in for triton.Config when a configuration list is evaluated without Triton."""
+
+    def __init__(self, kwargs, num_warps=4, num_stages=3, num_ctas=1, maxnreg=None, pre_hook=None,
+                 ir_override=None):
+        self.kwargs = dict(kwargs)
+        self.options = {"num_warps": num_warps, "num_stages": num_stages, "num_ctas": num_ctas,
+                        "maxnreg": maxnreg}
+        self.pre_hook = pre_hook
+
+
+def _evaluate(module: Module, node: ast.expr, what: str) -> Any:
+    """The value of a decorator argument: configuration lists written as literals, comprehensions or
+    calls of module-level helper functions. Evaluated with a stub `triton` (Config, cdiv,
+    next_power_of_2) and the module's undecorated functions and literal constants; never imports."""
+    stub = types.SimpleNamespace(Config=_StubConfig, cdiv=lambda a, b: -(-a // b),
+                                 next_power_of_2=lambda n: 1 << max(int(n) - 1, 0).bit_length())
+    namespace: dict[str, Any] = {"triton": stub, "Config": _StubConfig, "itertools": itertools,
+                                 "math": math, "__builtins__": __builtins__}
+    for statement in module.tree.body:
+        try:
+            if isinstance(statement, ast.Assign):
+                value = ast.literal_eval(statement.value)
+                for target in statement.targets:
+                    if isinstance(target, ast.Name):
+                        namespace[target.id] = value
+            elif isinstance(statement, ast.FunctionDef) and not statement.decorator_list:
+                exec(compile(ast.Module([statement], []), "<source>", "exec"), namespace)
+        except Exception:  # a helper that needs the module's imports: the configs may not use it
+            continue
+    try:
+        return eval(compile(ast.Expression(node), "<source>", "eval"), namespace)
+    except Exception as e:
+        raise SourceOpError(f"{what} (line {node.lineno}) cannot be evaluated without running the "
+                            f"module: {type(e).__name__}: {e}") from None
+
+
+def _call_argument(call: ast.Call, position: int, name: str) -> ast.expr | None:
+    keyword = next((k for k in call.keywords if k.arg == name), None)
+    if keyword is not None:
+        return keyword.value
+    return call.args[position] if position < len(call.args) else None
+
+
+@dataclasses.dataclass
+class Autotune:
+    """What a @triton.autotune decorator says, evaluated."""
+    configs: list[dict[str, Any]]    # each: kwargs and the four launch options (defaults filled in)
+    config_keys: list[str]           # kwargs keys, in first appearance order
+    key: list[str]
+    extras: dict[str, str]           # prune_configs_by, reset_to_zero, ...: their source text
+
+
+def _autotune(module: Module, kernel: Kernel) -> Autotune:
+    call = kernel.autotune
+    if call is None:
+        raise SourceOpError(f"kernel {kernel.name!r} ({kernel.site}) has no @triton.autotune")
+    configs_node = _call_argument(call, 0, "configs")
+    if configs_node is None:
+        raise SourceOpError(f"@triton.autotune of {kernel.name} ({kernel.site}) has no configs")
+    raw = _evaluate(module, configs_node, f"the autotune configs of {kernel.name}")
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(c, _StubConfig) for c in raw):
+        raise SourceOpError(f"the autotune configs of {kernel.name} (line {configs_node.lineno}) are not "
+                            "a list of triton.Config")
+    if not raw:
+        raise SourceOpError(f"the autotune configs of {kernel.name} (line {configs_node.lineno}) are empty")
+    config_keys = list(dict.fromkeys(k for c in raw for k in c.kwargs))
+    configs = []
+    for index, config in enumerate(raw):
+        values = {}
+        for name in config_keys:
+            if name in config.kwargs:
+                values[name] = config.kwargs[name]
+            elif name in kernel.defaults:
+                values[name] = kernel.defaults[name]
+            else:
+                raise SourceOpError(f"autotune config {index} of {kernel.name} does not set {name!r} and the "
+                                    "kernel gives it no default")
+        values.update(config.options)
+        configs.append(values)
+    key_node = _call_argument(call, 1, "key")
+    key = _evaluate(module, key_node, f"the autotune key of {kernel.name}") if key_node is not None else []
+    named = {"configs", "key"}
+    extras = {k.arg: module.segment(k.value) for k in call.keywords if k.arg not in named}
+    return Autotune(configs, config_keys, list(key), extras)
+
+
+def _heuristics_dict(module: Module, kernel: Kernel) -> ast.Dict:
+    call = kernel.heuristics
+    if call is None:
+        raise SourceOpError(f"kernel {kernel.name!r} ({kernel.site}) has no @triton.heuristics")
+    values = _call_argument(call, 0, "values")
+    if not isinstance(values, ast.Dict) or any(k is None or not isinstance(k, ast.Constant) for k in values.keys):
+        raise SourceOpError(f"@triton.heuristics of {kernel.name} (line {call.lineno}) is not a dict literal "
+                            "with string keys")
+    return values
+
+
+def _heuristic_names(module: Module, kernel: Kernel, strict: bool = True) -> set[str]:
+    """The names @triton.heuristics computes (none without it; if its table is not a literal: an error,
+    or nothing when not `strict`)."""
+    if kernel.heuristics is None:
+        return set()
+    try:
+        return {k.value for k in _heuristics_dict(module, kernel).keys}
+    except SourceOpError:
+        if strict:
+            raise
+        return set()
+
+
+# --- find_knobs --------------------------------------------------------------------------------------
+
+def find_knobs(source: str) -> list[dict]:
+    """Every tuning knob of the source, in source order. A knob is a dict:
+
+    ``kind``: ``launch_constexpr`` (a literal keyword argument for a ``tl.constexpr`` parameter at a
+    launch), ``literal`` (an integer literal assigned to a name that a launch or its grid uses),
+    ``launch_keyword`` (``num_warps``/``num_stages`` of a launch; ``present`` says whether it is
+    written), ``autotune`` (one key of a ``@triton.autotune`` configuration list, with ``values``),
+    ``heuristic`` (one output of ``@triton.heuristics``, with its ``expression``); an autotune or
+    heuristics decorator that cannot be read statically gives one knob with ``name`` None and ``error``;
+    ``site`` (``function:line``), ``kernel``, ``name``, ``current`` (the value, ``None`` when absent or
+    computed), ``suggested`` (values worth trying: powers of two around a block size, num_warps in
+    {1,2,4,8,16}, num_stages in 1..5, both booleans for a flag).
+
+    Launches of autotuned kernels have no ``launch_constexpr``/``launch_keyword`` knobs: the autotune
+    configurations own those values.
+    """
+    module = Module(source)
+    knobs = []
+    for launch in module.launches:
+        knobs += _launch_knobs(module, launch)
+    knobs += _literal_knobs(module)
+    for kernel in module.kernels.values():
+        for present, knobs_of in ((kernel.autotune, _autotune_knobs), (kernel.heuristics, _heuristic_knobs)):
+            if present is None:
+                continue
+            try:
+                knobs += knobs_of(module, kernel)
+            except SourceOpError as e:  # reported as a knob that cannot be tuned, not as a failure
+                kind = "autotune" if present is kernel.autotune else "heuristic"
+                knobs.append({**_knob(kind, kernel.site, kernel.name, None, None), "suggested": [],
+                              "error": str(e)})
+    order = {"autotune": 0, "heuristic": 1, "literal": 2, "launch_constexpr": 3, "launch_keyword": 4}
+    return sorted(knobs, key=lambda k: (int(k["site"].rsplit(":", 1)[1]), order[k["kind"]]))
+
+
+def _launch_knobs(module: Module, launch: Launch) -> list[dict]:
+    kernel = launch.kernel
+    if kernel.autotune is not None:
+        return []
+    heuristic = _heuristic_names(module, kernel, strict=False)
+    knobs = []
+    for name in kernel.params:
+        if name not in kernel.constexprs or name in heuristic:
+            continue
+        keyword = launch.keyword(name)
+        value = keyword.value if keyword is not None else launch.positional(name)
+        if isinstance(value, ast.Constant):
+            knobs.append(_knob("launch_constexpr", launch.site, kernel.name, name, value.value))
+    for option in ("num_warps", "num_stages"):
+        keyword = launch.keyword(option)
+        current = keyword.value.value if keyword is not None and isinstance(keyword.value, ast.Constant) \
+            else None
+        knob = _knob("launch_keyword", launch.site, kernel.name, option, current, role=option)
+        knob["present"] = keyword is not None
+        if keyword is not None and not isinstance(keyword.value, ast.Constant):
+            knob["expression"] = module.segment(keyword.value)
+        knobs.append(knob)
+    return knobs
+
+
+def _literal_knobs(module: Module) -> list[dict]:
+    """Integer literals assigned to names that a launch uses, directly or through other local names
+    (a grid tuple or lambda assigned first); module-level constants count when no local assignment
+    shadows them."""
+    knobs, seen = [], set()
+    for launch in module.launches:
+        scope = module.scopes[launch.function]
+        local = _assignments(scope, launch.function)
+        used = _names_reaching(launch.call, scope)
+        globals_ = _assignments(module.tree, "<module>") if launch.function != "<module>" else []
+        local_names = {a.name for a in local}
+        candidates = local + [a for a in globals_ if a.name not in local_names]
+        for assignment in candidates:
+            if assignment.name in used and (assignment.site, assignment.name) not in seen:
+                seen.add((assignment.site, assignment.name))
+                role = _role_of(assignment.name, module.launches)
+                knobs.append(_knob("literal", assignment.site, launch.kernel.name, assignment.name,
+                                   assignment.value.value, role=role))
+    return knobs
+
+
+def _assignments(scope: ast.AST, scope_name: str) -> list[Assignment]:
+    found = []
+    for node in _own_nodes(scope):
+        pairs = []
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    pairs.append((target, node.value))
+                elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                        and len(target.elts) == len(node.value.elts):
+                    pairs += zip(target.elts, node.value.elts)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            pairs.append((node.target, node.value))
+        for target, value in pairs:
+            if isinstance(target, ast.Name) and isinstance(value, ast.Constant) \
+                    and type(value.value) is int:
+                found.append(Assignment(target.id, value, scope_name, value.lineno))
+    return sorted(found, key=lambda a: a.line)
+
+
+def _names_reaching(call: ast.Call, scope: ast.AST) -> set[str]:
+    """Names the launch reads, closed over the local assignments of the names it reads."""
+    values_of: dict[str, list[ast.AST]] = {}
+    for node in _own_nodes(scope):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        values_of.setdefault(name.id, []).append(node.value)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            values_of.setdefault(node.name, []).append(node)   # def grid(meta): ...
+    used, work = set(), [call]
+    while work:
+        for node in ast.walk(work.pop()):
+            if isinstance(node, ast.Name) and node.id not in used:
+                used.add(node.id)
+                work += values_of.get(node.id, [])
+    return used
+
+
+def _role_of(name: str, launches: list[Launch]) -> str:
+    """num_warps / num_stages when a launch passes the name as that option, else a block size."""
+    for launch in launches:
+        for option in ("num_warps", "num_stages"):
+            keyword = launch.keyword(option)
+            if keyword is not None and isinstance(keyword.value, ast.Name) and keyword.value.id == name:
+                return option
+    lowered = name.lower()
+    return "num_warps" if "warps" in lowered else "num_stages" if "stages" in lowered else "block"
+
+
+def _autotune_knobs(module: Module, kernel: Kernel) -> list[dict]:
+    autotune = _autotune(module, kernel)
+    knobs = []
+    for name in autotune.config_keys + [o for o in LAUNCH_OPTIONS if o in ("num_warps", "num_stages")
+                                        or any(c[o] != CONFIG_DEFAULTS[o] for c in autotune.configs)]:
+        values = _sorted_unique(c[name] for c in autotune.configs)
+        knob = _knob("autotune", kernel.site, kernel.name, name, autotune.configs[0][name],
+                     role=name if name in LAUNCH_OPTIONS else "block")
+        knob["values"] = values
+        knob["suggested"] = _sorted_unique(values + knob["suggested"])
+        knobs.append(knob)
+    return knobs
+
+
+def _heuristic_knobs(module: Module, kernel: Kernel) -> list[dict]:
+    knobs = []
+    values = _heuristics_dict(module, kernel)
+    for key, value in zip(values.keys, values.values):
+        body = value.body if isinstance(value, ast.Lambda) else value
+        boolean = isinstance(body, (ast.Compare, ast.BoolOp)) or \
+            (isinstance(body, ast.UnaryOp) and isinstance(body.op, ast.Not))
+        knob = _knob("heuristic", kernel.site, kernel.name, key.value, None)
+        knob["expression"] = module.segment(value)
+        knob["suggested"] = [False, True] if boolean else []
+        knobs.append(knob)
+    return knobs
+
+
+def _knob(kind: str, site: str, kernel: str, name: str, current: Any, role: str = "block") -> dict:
+    return {"kind": kind, "site": site, "kernel": kernel, "name": name, "current": current,
+            "suggested": suggested_values(role, current)}
+
+
+def suggested_values(role: str, current: Any) -> list:
+    """Values worth trying for a knob of this role (num_warps, num_stages, block) and current value."""
+    if role == "num_warps":
+        return list(NUM_WARPS_VALUES)
+    if role == "num_stages":
+        return list(NUM_STAGES_VALUES)
+    if isinstance(current, bool):
+        return [False, True]
+    if isinstance(current, int) and current > 0 and current & (current - 1) == 0:
+        exponent = current.bit_length() - 1
+        return [1 << e for e in range(exponent - POWER_OF_TWO_SPAN, exponent + POWER_OF_TWO_SPAN + 1)
+                if e >= 0 and BLOCK_MIN <= 1 << e <= BLOCK_MAX]
+    return [] if current is None else [current]
+
+
+def _sorted_unique(values: Iterable[Any]) -> list:
+    unique = list(dict.fromkeys(values))
+    try:
+        return sorted(unique, key=lambda v: (v is not None, v))
+    except TypeError:
+        return unique
+
+
+# --- site operators ----------------------------------------------------------------------------------
+
+def lift_literal(source: str, site: str, name: str, placeholder: str) -> str:
+    """Replaces the integer literal assigned to `name` at `site` by the text `placeholder`
+    (a template marker like ``{BLOCK_SIZE}``, or another value written as Python)."""
+    module = Module(source)
+    function = site.partition(":")[0]
+    if function not in module.scopes:
+        raise SourceOpError(f"site {site!r}: no function {function!r}")
+    candidates = [a for a in _assignments(module.scopes[function], function) if a.name == name]
+    assignment = _select(site, candidates, f"integer literal assigned to {name!r}")
+    edits = Edits(module)
+    edits.replace(assignment.value, placeholder)
+    return edits.apply()
+
+
+def set_launch_keyword(source: str, site: str, keyword: str, value: Any) -> str:
+    """Sets launch option `keyword` (num_warps, num_stages, num_ctas, maxnreg) at the launch at `site`:
+    overrides the written value or adds the keyword."""
+    if keyword not in LAUNCH_OPTIONS:
+        raise SourceOpError(f"{keyword!r} is not a launch option ({', '.join(LAUNCH_OPTIONS)})")
+    module = Module(source)
+    launch = module.launch_at(site)
+    if launch.kernel.autotune is not None:
+        raise SourceOpError(f"site {launch.site}: {launch.kernel.name} is autotuned; its configurations set "
+                            f"{keyword} (use apply_config)")
+    edits = Edits(module)
+    _set_call_keyword(edits, module, launch.call, keyword, _literal_text(value))
+    return edits.apply()
+
+
+def set_constexpr_at_launch(source: str, site: str, name: str, value: Any) -> str:
+    """Sets the ``tl.constexpr`` argument `name` of the launch at `site` to `value`: replaces the
+    keyword or positional argument that passes it, or adds a keyword."""
+    module = Module(source)
+    launch = module.launch_at(site)
+    kernel = launch.kernel
+    _check_settable_constexpr(module, kernel, name, launch.site)
+    edits = Edits(module)
+    _set_constexpr(edits, module, launch, name, _literal_text(value))
+    return edits.apply()
+
+
+def _check_settable_constexpr(module: Module, kernel: Kernel, name: str, site: str) -> None:
+    if name not in kernel.constexprs:
+        raise SourceOpError(f"site {site}: {name!r} is not a tl.constexpr parameter of {kernel.name} "
+                            f"(constexprs: {', '.join(sorted(kernel.constexprs)) or 'none'})")
+    if name in _heuristic_names(module, kernel):
+        raise SourceOpError(f"site {site}: {kernel.name}'s @triton.heuristics computes {name!r} "
+                            "(use pin_heuristics)")
+    if kernel.autotune is not None and name in _autotune(module, kernel).config_keys:
+        raise SourceOpError(f"site {site}: {kernel.name}'s autotune configurations set {name!r} "
+                            "(use apply_config)")
+
+
+def _set_constexpr(edits: Edits, module: Module, launch: Launch, name: str, value_text: str) -> None:
+    positional = launch.positional(name)
+    if positional is not None and launch.keyword(name) is None:
+        edits.replace(positional, value_text)
+    else:
+        _set_call_keyword(edits, module, launch.call, name, value_text)
+
+
+# --- autotune and heuristics -------------------------------------------------------------------------
+
+def autotune_to_space(source: str, kernel_name: str, widen: bool = False) -> dict:
+    """The search space of a kernel's @triton.autotune list:
+
+    ``{"kernel", "parameters": [{"name", "values", "default"}], "constraints": [...], "key": [...],
+    "extras": {...}}`` where each parameter's values are the union of that key's values over the
+    configurations (num_warps and num_stages always, num_ctas/maxnreg when a configuration sets them),
+    the default is the first configuration's, and (unless `widen`) one constraint
+    ``(A, B, ...) in [(a1, b1, ...), ...]`` keeps exactly the listed combinations. ``extras`` holds
+    the decorator's other arguments as source text (``prune_configs_by``, ``reset_to_zero``, ...): the
+    caller must honour them (a pruned list is a subset of the space; reset_to_zero outputs must be
+    zeroed before each timed run)."""
+    module = Module(source)
+    kernel = module.kernel(kernel_name)
+    autotune = _autotune(module, kernel)
+    names = autotune.config_keys + [o for o in LAUNCH_OPTIONS if o in ("num_warps", "num_stages")
+                                    or any(c[o] != CONFIG_DEFAULTS[o] for c in autotune.configs)]
+    parameters = [{"name": n, "values": _sorted_unique(c[n] for c in autotune.configs),
+                   "default": autotune.configs[0][n]} for n in names]
+    combinations = list(dict.fromkeys(tuple(c[n] for n in names) for c in autotune.configs))
+    constraints = []
+    if not widen and len(combinations) < math.prod(len(p["values"]) for p in parameters):
+        listed = ", ".join("(" + ", ".join(_literal_text(v) for v in combo) + ("," if len(combo) == 1 else "")
+                           + ")" for combo in combinations)
+        constraints.append(f"({', '.join(names)}{',' if len(names) == 1 else ''}) in [{listed}]")
+    return {"kernel": kernel_name, "parameters": parameters, "constraints": constraints,
+            "key": autotune.key, "extras": autotune.extras}
+
+
+def remove_autotune(source: str, kernel_name: str) -> str:
+    """The source without the kernel's @triton.autotune decorator. Its launches then need the tuned
+    values passed explicitly (apply_config does both)."""
+    module = Module(source)
+    kernel = module.kernel(kernel_name)
+    if kernel.autotune is None:
+        raise SourceOpError(f"kernel {kernel_name!r} ({kernel.site}) has no @triton.autotune")
+    edits = Edits(module)
+    _delete_decorator(edits, module, kernel.autotune)
+    return edits.apply()
+
+
+def apply_config(source: str, kernel_name: str, config: dict[str, Any]) -> str:
+    """Removes the kernel's @triton.autotune and passes `config` at every launch of the kernel:
+    its constexpr values as keyword arguments, num_warps/num_stages/num_ctas/maxnreg as launch options
+    (maxnreg None: not passed). `config` must set every key the autotune configurations set."""
+    module = Module(source)
+    kernel = module.kernel(kernel_name)
+    autotune = _autotune(module, kernel)
+    missing = [k for k in autotune.config_keys if k not in config]
+    if missing:
+        raise SourceOpError(f"config for {kernel_name} lacks {', '.join(missing)} (its autotune "
+                            "configurations set them)")
+    heuristic = _heuristic_names(module, kernel)
+    for name in config:
+        if name in LAUNCH_OPTIONS:
+            continue
+        if name not in kernel.constexprs:
+            raise SourceOpError(f"config for {kernel_name}: {name!r} is neither a tl.constexpr parameter nor "
+                                f"a launch option ({', '.join(LAUNCH_OPTIONS)})")
+        if name in heuristic:
+            raise SourceOpError(f"config for {kernel_name}: {name!r} is computed by @triton.heuristics")
+    launches = module.launches_of(kernel)
+    if not launches:
+        raise SourceOpError(f"no launch of {kernel_name} in the source: nothing would pass the config")
+    edits = Edits(module)
+    _delete_decorator(edits, module, kernel.autotune)
+    for launch in launches:
+        for name, value in config.items():
+            if name in LAUNCH_OPTIONS:
+                if value is not None:
+                    _set_call_keyword(edits, module, launch.call, name, _literal_text(value))
+            else:
+                _set_constexpr(edits, module, launch, name, _literal_text(value))
+    return edits.apply()
+
+
+def pin_heuristics(source: str, kernel_name: str, values: dict[str, Any]) -> str:
+    """Replaces the named outputs of the kernel's @triton.heuristics by constants
+    (``"BLOCK": lambda args: 128``); the other outputs stay computed."""
+    module = Module(source)
+    kernel = module.kernel(kernel_name)
+    table = _heuristics_dict(module, kernel)
+    entries = {k.value: v for k, v in zip(table.keys, table.values)}
+    unknown = [n for n in values if n not in entries]
+    if unknown:
+        raise SourceOpError(f"@triton.heuristics of {kernel_name} (line {kernel.heuristics.lineno}) computes "
+                            f"{', '.join(sorted(entries))}, not {', '.join(unknown)}")
+    edits = Edits(module)
+    for name, value in values.items():
+        edits.replace(entries[name], f"lambda args: {_literal_text(value)}")
+    return edits.apply()

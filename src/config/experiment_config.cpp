@@ -1,0 +1,139 @@
+#include "kforge/experiment_config.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <set>
+
+#include "kforge/error.hpp"
+#include "kforge/evaluator.hpp"
+#include "kforge/kforge.hpp"
+#include "kforge/strategy.hpp"
+
+namespace kf {
+
+namespace {
+using json = nlohmann::json;
+
+plugin_spec read_plugin(const document& doc, const json& node, const std::string& key) {
+  plugin_spec p;
+  p.where = doc.at(key);
+  if (node.is_string()) {
+    p.type = node.get<std::string>();
+    p.params = json::object();
+    return p;
+  }
+  if (!node.is_object()) p.where.fail("expected {type: <name>, params: {...}} or a name");
+  for (const auto& [k, v] : node.items())
+    if (k != "type" && k != "params") doc.at(key + "." + k).fail("unknown key (expected type, params)");
+  if (!node.contains("type") || !node["type"].is_string())
+    doc.at(key + ".type").fail("expected the name of a registered " + key);
+  p.type = node["type"].get<std::string>();
+  p.params = node.value("params", json::object());
+  if (p.params.is_null()) p.params = json::object();
+  if (!p.params.is_object()) doc.at(key + ".params").fail("expected a mapping of options");
+  return p;
+}
+
+std::optional<double> positive_number(const document& doc, const json& node, const std::string& key,
+                                      bool integer) {
+  if (!node.contains(key)) return std::nullopt;
+  const auto& v = node.at(key);
+  const auto loc = doc.at("budget." + key);
+  if (!v.is_number() || v.is_boolean()) loc.fail("expected a positive number, got " + describe_json(v));
+  const double x = v.get<double>();
+  if (!(x > 0) || !std::isfinite(x)) loc.fail("expected a positive number, got " + describe_json(v));
+  if (integer && (std::floor(x) != x || x > 1e15)) loc.fail("expected a whole number, got " + describe_json(v));
+  return x;
+}
+}  // namespace
+
+experiment_spec parse_experiment(const document& doc) {
+  register_builtins();
+  const auto& root = doc.root;
+  if (!root.is_object())
+    doc.at("").fail(
+        "expected a mapping (name, problem, strategy, evaluator, budget, seed, output, batch_size)");
+  static const std::set<std::string> known = {"name", "problem", "strategy",   "evaluator", "budget",
+                                              "seed", "output",  "batch_size", "schedule"};
+  for (const auto& [k, v] : root.items())
+    if (!known.count(k))
+      doc.at(k).fail(
+          "unknown key (expected one of name, problem, strategy, evaluator, budget, seed, output, "
+          "batch_size, schedule)");
+  experiment_spec s;
+  s.file = doc.file;
+  s.base_dir = doc.base_dir;
+  s.raw = root;
+  if (root.contains("name")) {
+    if (!root["name"].is_string()) doc.at("name").fail("expected a string, got " + describe_json(root["name"]));
+    s.name = root["name"].get<std::string>();
+    check_name(s.name, doc.at("name"));  // it names the run folder
+  } else {
+    s.name = sanitized_name(std::filesystem::path(doc.file).stem().string());
+  }
+  if (!root.contains("problem"))
+    doc.at("").fail(
+        "missing key 'problem' (the space to search: {t1: file}, {cache: file} or {kernel: file})");
+  s.prob = load_problem(doc, "problem");
+  if (!root.contains("strategy")) doc.at("").fail("missing key 'strategy' ({type: <name>, params: {...}})");
+  s.strategy = read_plugin(doc, root["strategy"], "strategy");
+  {
+    // Validate the options now, so that a bad config fails before anything runs.
+    const auto e = strategy_registry().get(s.strategy.type, s.strategy.where);
+    (void)e.make(options(e.options, s.strategy.params, s.strategy.where.child("params")));
+  }
+  if (!root.contains("evaluator"))
+    doc.at("").fail("missing key 'evaluator' ({type: replay, params: {file: ...}})");
+  s.evaluator = read_plugin(doc, root["evaluator"], "evaluator");
+  {
+    const auto e = evaluator_registry().get(s.evaluator.type, s.evaluator.where);
+    (void)options(e.options, s.evaluator.params, s.evaluator.where.child("params"));
+  }
+  if (root.contains("budget")) {
+    const auto& b = root["budget"];
+    if (!b.is_object())
+      doc.at("budget").fail("expected a mapping with evaluations, wall_time_s and/or simulated_time_s");
+    for (const auto& [k, v] : b.items())
+      if (k != "evaluations" && k != "wall_time_s" && k != "simulated_time_s")
+        doc.at("budget." + k).fail("unknown key (expected evaluations, wall_time_s, simulated_time_s)");
+    if (auto e = positive_number(doc, b, "evaluations", true))
+      s.budget.evaluations = static_cast<std::size_t>(*e);
+    s.budget.wall_seconds = positive_number(doc, b, "wall_time_s", false);
+    s.budget.simulated_seconds = positive_number(doc, b, "simulated_time_s", false);
+  }
+  if (root.contains("seed")) s.seed = seed_value(root["seed"], doc.at("seed"));
+  if (root.contains("batch_size")) {
+    const auto& v = root["batch_size"];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 1'000'000)
+      doc.at("batch_size").fail("expected a positive integer, got " + describe_json(v));
+    s.batch_size = v.get<std::size_t>();
+  }
+  if (root.contains("schedule")) {
+    const auto& v = root["schedule"];
+    if (v == "continuous")
+      s.schedule = schedule_mode::continuous;
+    else if (v == "batches")
+      s.schedule = schedule_mode::batches;
+    else
+      doc.at("schedule").fail("expected continuous (propose as results arrive) or batches (wait for each batch)");
+  }
+  if (root.contains("output")) {
+    if (!root["output"].is_string() || root["output"].get<std::string>().empty())
+      doc.at("output").fail("expected a folder path");
+    s.output = root["output"].get<std::string>();
+  } else {
+    // No output folder given: a fresh, timestamped one, so that running a config twice never collides.
+    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+    s.output = std::filesystem::path("runs") / (s.name + "-" + stamp);
+  }
+  return s;
+}
+
+experiment_spec load_experiment(const std::string& path) {
+  return parse_experiment(load_document(path));
+}
+
+}  // namespace kf

@@ -1,0 +1,189 @@
+"""Golden-file tests of kforge.triton.source_ops.
+
+Inputs are the programs in golden/ (written for these tests); expected outputs are in golden/expected/,
+one file per case: JSON for find_knobs and autotune_to_space, Python text for the rewriting operators.
+To regenerate the expected files after a deliberate change, run with KFORGE_UPDATE_GOLDEN=1 and review
+the diff before committing it.
+"""
+
+import ast
+import difflib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kforge.triton import source_ops
+from kforge.triton.source_ops import SourceOpError
+
+GOLDEN = Path(__file__).parent / "golden"
+EXPECTED = GOLDEN / "expected"
+UPDATE = os.environ.get("KFORGE_UPDATE_GOLDEN") == "1"
+
+MATMUL_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 4,
+                 "maxnreg": None}
+
+# (expected file, input program, operator, keyword arguments)
+CASES = [
+    ("rowwise_softmax.knobs.json", "rowwise_softmax.py", "find_knobs", {}),
+    ("grouped_matmul.knobs.json", "grouped_matmul.py", "find_knobs", {}),
+    ("two_pass_norm.knobs.json", "two_pass_norm.py", "find_knobs", {}),
+    # a literal used by the grid and the launch
+    ("rowwise_softmax.lift_rows.py", "rowwise_softmax.py", "lift_literal",
+     {"site": "softmax:27", "name": "ROWS_PER_PROGRAM", "placeholder": "{ROWS_PER_PROGRAM}"}),
+    ("rowwise_softmax.num_warps_2.py", "rowwise_softmax.py", "set_launch_keyword",
+     {"site": "softmax", "keyword": "num_warps", "value": 2}),
+    ("rowwise_softmax.add_num_stages.py", "rowwise_softmax.py", "set_launch_keyword",
+     {"site": "softmax:29", "keyword": "num_stages", "value": 1}),
+    # several launch sites: only the one named changes
+    ("two_pass_norm.positional_block.py", "two_pass_norm.py", "set_constexpr_at_launch",
+     {"site": "rms_norm:65", "name": "BLOCK", "value": 512}),
+    ("two_pass_norm.keyword_block.py", "two_pass_norm.py", "set_constexpr_at_launch",
+     {"site": "scale_rows_again", "name": "BLOCK", "value": 512}),
+    ("two_pass_norm.lift_module_constant.py", "two_pass_norm.py", "lift_literal",
+     {"site": "<module>", "name": "PARTIAL_BLOCK", "placeholder": "4096"}),
+    ("two_pass_norm.maxnreg.py", "two_pass_norm.py", "set_launch_keyword",
+     {"site": "rms_norm:60", "keyword": "maxnreg", "value": 128}),
+    # autotune with key=, prune_configs_by, and heuristics stacked under it
+    ("grouped_matmul.space.json", "grouped_matmul.py", "autotune_to_space", {"kernel_name": "matmul_kernel"}),
+    ("grouped_matmul.space_widened.json", "grouped_matmul.py", "autotune_to_space",
+     {"kernel_name": "matmul_kernel", "widen": True}),
+    ("grouped_matmul.no_autotune.py", "grouped_matmul.py", "remove_autotune", {"kernel_name": "matmul_kernel"}),
+    ("grouped_matmul.config.py", "grouped_matmul.py", "apply_config",
+     {"kernel_name": "matmul_kernel", "config": MATMUL_CONFIG}),
+    ("grouped_matmul.pinned.py", "grouped_matmul.py", "pin_heuristics",
+     {"kernel_name": "matmul_kernel", "values": {"EVEN_K": True}}),
+    # autotune from a comprehension, positional configs and key
+    ("two_pass_norm.axpby_space.json", "two_pass_norm.py", "autotune_to_space", {"kernel_name": "_axpby"}),
+    ("two_pass_norm.axpby_config.py", "two_pass_norm.py", "apply_config",
+     {"kernel_name": "_axpby", "config": {"BLOCK": 2048, "num_warps": 8}}),
+]
+
+
+def _read(name: str) -> str:
+    return (GOLDEN / name).read_text()
+
+
+def _serialise(result) -> str:
+    return result if isinstance(result, str) else json.dumps(result, indent=1) + "\n"
+
+
+@pytest.mark.parametrize("expected,program,operator,kwargs", CASES, ids=[c[0] for c in CASES])
+def test_golden(expected, program, operator, kwargs):
+    result = _serialise(getattr(source_ops, operator)(_read(program), **kwargs))
+    path = EXPECTED / expected
+    if UPDATE:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(result)
+    assert path.exists(), f"{path} is missing (run with KFORGE_UPDATE_GOLDEN=1 and review it)"
+    want = path.read_text()
+    if result != want:
+        diff = "".join(difflib.unified_diff(want.splitlines(True), result.splitlines(True), str(path), "result"))
+        pytest.fail(f"{operator} on {program} differs from {expected}:\n{diff}")
+
+
+@pytest.mark.parametrize("expected,program,operator,kwargs",
+                         [c for c in CASES if c[0].endswith(".py")], ids=[c[0] for c in CASES if c[0].endswith(".py")])
+def test_rewrites_parse_and_touch_few_lines(expected, program, operator, kwargs):
+    """A rewrite is valid Python and leaves every line outside its edits as it was."""
+    before = _read(program)
+    after = getattr(source_ops, operator)(before, **kwargs)
+    ast.parse(after)
+    changed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines()) if line[:1] in "+-"]
+    removed_decorator = operator in ("remove_autotune", "apply_config")
+    assert len(changed) <= (30 if removed_decorator else 4), "\n".join(changed)
+
+
+ERRORS = [
+    ("broken_source.py", "find_knobs", {}, "does not parse: line 9"),
+    ("broken_source.py", "lift_literal", {"site": "f", "name": "X", "placeholder": "1"}, "does not parse"),
+    ("two_pass_norm.py", "set_constexpr_at_launch", {"site": "rms_norm", "name": "BLOCK", "value": 1},
+     "site 'rms_norm' is ambiguous: 2"),
+    ("two_pass_norm.py", "set_constexpr_at_launch", {"site": "rms_norm:65", "name": "EPS", "value": 1},
+     "'EPS' is not a tl.constexpr parameter of _scale_rows"),
+    ("two_pass_norm.py", "set_launch_keyword", {"site": "nowhere:3", "keyword": "num_warps", "value": 4},
+     "site 'nowhere:3': no launch"),
+    ("two_pass_norm.py", "set_launch_keyword", {"site": "axpby", "keyword": "num_warps", "value": 4},
+     "_axpby is autotuned"),
+    ("two_pass_norm.py", "set_launch_keyword", {"site": "rms_norm:60", "keyword": "num_threads", "value": 4},
+     "'num_threads' is not a launch option"),
+    ("two_pass_norm.py", "lift_literal", {"site": "rms_norm", "name": "PARTIAL_BLOCK", "placeholder": "1"},
+     "no integer literal assigned to 'PARTIAL_BLOCK'"),
+    ("two_pass_norm.py", "remove_autotune", {"kernel_name": "_scale_rows"}, "has no @triton.autotune"),
+    ("two_pass_norm.py", "autotune_to_space", {"kernel_name": "missing"}, "no @triton.jit kernel named 'missing'"),
+    ("two_pass_norm.py", "apply_config", {"kernel_name": "_axpby", "config": {"num_warps": 8}}, "lacks BLOCK"),
+    ("two_pass_norm.py", "apply_config", {"kernel_name": "_axpby", "config": {"BLOCK": 64, "n": 3}},
+     "'n' is neither a tl.constexpr parameter"),
+    ("grouped_matmul.py", "apply_config",
+     {"kernel_name": "matmul_kernel", "config": {**MATMUL_CONFIG, "EVEN_K": True}}, "computed by @triton.heuristics"),
+    ("grouped_matmul.py", "pin_heuristics", {"kernel_name": "matmul_kernel", "values": {"ODD_K": True}},
+     "computes EVEN_K, not ODD_K"),
+    ("grouped_matmul.py", "set_constexpr_at_launch", {"site": "matmul", "name": "BLOCK_M", "value": 32},
+     "autotune configurations set 'BLOCK_M'"),
+    ("grouped_matmul.py", "set_constexpr_at_launch", {"site": "matmul", "name": "EVEN_K", "value": True},
+     "@triton.heuristics computes 'EVEN_K'"),
+    ("rowwise_softmax.py", "set_launch_keyword", {"site": "softmax", "keyword": "num_warps", "value": [4]},
+     "not a Python literal"),
+]
+
+
+@pytest.mark.parametrize("program,operator,kwargs,message", ERRORS, ids=[f"{e[1]}-{e[3][:30]}" for e in ERRORS])
+def test_errors_name_the_site_and_reason(program, operator, kwargs, message):
+    with pytest.raises(SourceOpError) as error:
+        getattr(source_ops, operator)(_read(program), **kwargs)
+    assert message in str(error.value)
+
+
+def test_byte_offsets_of_non_ascii_lines():
+    """ast columns are UTF-8 byte offsets: an edit after non-ASCII text on the same line lands right."""
+    source = ('import triton\nimport triton.language as tl\n\n@triton.jit\n'
+              'def k(x, label, B: tl.constexpr):\n    pass\n\n'
+              'def run(x):\n    k[(1,)](x, "µs→é", B=16)  # naïve\n')
+    result = source_ops.set_constexpr_at_launch(source, "run:9", "B", 32)
+    assert result.splitlines()[8] == '    k[(1,)](x, "µs→é", B=32)  # naïve'
+    result = source_ops.set_launch_keyword(source, "run", "num_warps", 2)
+    assert result.splitlines()[8] == '    k[(1,)](x, "µs→é", B=16, num_warps=2)  # naïve'
+
+
+def test_keyword_added_to_call_without_arguments_and_with_trailing_comma():
+    source = ('import triton\n\n@triton.jit\ndef k(B: triton.language.constexpr = 4):\n    pass\n\n'
+              'def run():\n    k[(1,)]()\n    k[(2,)](\n        B=8,\n    )\n')
+    result = source_ops.set_launch_keyword(source, "run:8", "num_warps", 1)
+    assert "    k[(1,)](num_warps=1)\n" in result
+    result = source_ops.set_launch_keyword(source, "run:9", "num_warps", 1)
+    assert "        B=8, num_warps=1,\n    )\n" in result
+
+
+def test_suggested_values():
+    assert source_ops.suggested_values("block", 1024) == [256, 512, 1024, 2048, 4096]
+    assert source_ops.suggested_values("block", 2) == [1, 2, 4, 8]
+    assert source_ops.suggested_values("block", 48) == [48]
+    assert source_ops.suggested_values("num_warps", 3) == [1, 2, 4, 8, 16]
+    assert source_ops.suggested_values("num_stages", None) == [1, 2, 3, 4, 5]
+    assert source_ops.suggested_values("block", True) == [False, True]
+
+
+def test_autotune_configs_that_need_running_code_are_an_error():
+    source = ('import triton\nfrom mylib import make_configs\n\n'
+              '@triton.autotune(configs=make_configs(), key=[])\n@triton.jit\ndef k(B: triton.language.constexpr):\n'
+              '    pass\n')
+    with pytest.raises(SourceOpError, match="cannot be evaluated without running the module: NameError"):
+        source_ops.autotune_to_space(source, "k")
+
+
+def test_unreadable_autotune_is_a_knob_with_an_error_not_a_failure():
+    source = ('import triton\nimport torch\nfrom mylib import make_configs\n\n'
+              'def helper(dtype=torch.float16):\n    return dtype\n\n'
+              '@triton.autotune(configs=make_configs(), key=[])\n@triton.jit\n'
+              'def k(x, B: triton.language.constexpr):\n    pass\n\n'
+              'def run(x):\n    k[(1,)](x, num_warps=4)\n')
+    knobs = source_ops.find_knobs(source)
+    broken = [k for k in knobs if k["kind"] == "autotune"]
+    assert len(broken) == 1 and broken[0]["name"] is None
+    assert "cannot be evaluated without running the module: NameError" in broken[0]["error"]
+
+
+def test_null_bytes_are_a_parse_error():
+    with pytest.raises(SourceOpError, match="does not parse"):
+        source_ops.find_knobs("x = 1\0\n")
