@@ -30,12 +30,10 @@ int cmd_export(const std::vector<std::string>& args) {
   }
   if (!vm.count("run")) throw config_error("kforge export", "RUN", "missing: give a run folder");
   const std::filesystem::path dir = vm["run"].as<std::string>();
-  if (!std::filesystem::exists(dir / "run.sqlite"))
-    throw error("no run in '" + dir.string() + "' (run.sqlite is missing)");
   const auto fmt = export_format_from_string(vm["format"].as<std::string>());
   if (!fmt) throw config_error("kforge export", "--format", "expected jsonl, csv, t4 or kernel_tuner");
-  run_store store(dir);
-  const auto space = space_from_description(store.meta("space"));
+  const run_store store(dir, store_access::read_only);
+  const auto space = stored_space(store);
   nlohmann::json meta = {{"run", dir.string()}};
   if (auto ev = store.meta("evaluator"); ev.is_object()) {
     meta["device"] = ev.value("device", "");

@@ -30,10 +30,8 @@ int cmd_report(const std::vector<std::string>& args) {
   }
   if (!vm.count("run")) throw config_error("kforge report", "RUN", "missing: give a run folder");
   const std::filesystem::path dir = vm["run"].as<std::string>();
-  if (!std::filesystem::exists(dir / "run.sqlite"))
-    throw error("no run in '" + dir.string() + "' (run.sqlite is missing)");
-  run_store store(dir);
-  const auto space = space_from_description(store.meta("space"));
+  const run_store store(dir, store_access::read_only);
+  const auto space = stored_space(store);
   run_history h;
   for (auto& t : store.trials())
     h.add(std::move(t));
