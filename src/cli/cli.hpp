@@ -20,6 +20,9 @@ int cmd_plugins(const std::vector<std::string>& args);
 std::uint64_t whole_number(const std::string& option, const std::string& text, std::uint64_t min,
                            std::uint64_t max);
 
+/// How kforge was invoked (argv[0]), for commands that tell the user what to type next.
+extern std::string program_name;
+
 /// True when stdout is a terminal (progress lines are redrawn in place).
 bool stdout_is_tty();
 

@@ -1,4 +1,7 @@
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
@@ -56,6 +59,42 @@ class progress_reporter {
   std::chrono::steady_clock::time_point t0_;
   double last_print_ = -1e9;
 };
+// SIGINT (Ctrl-C) asks the run to stop: the loop ends before its next step and the command says how to
+// resume. The handler resets itself (SA_RESETHAND), so a second Ctrl-C ends the process at once.
+std::atomic<bool> interrupted{false};
+
+extern "C" void on_sigint(int) {
+  interrupted.store(true);
+}
+
+class sigint_guard {
+ public:
+  sigint_guard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;  // no SA_RESTART: a blocking wait returns early
+    ::sigaction(SIGINT, &sa, &previous_);
+  }
+  ~sigint_guard() { ::sigaction(SIGINT, &previous_, nullptr); }
+  sigint_guard(const sigint_guard&) = delete;
+  sigint_guard& operator=(const sigint_guard&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+};
+
+// `s` as one shell word.
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() &&
+      s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=,+-@%") ==
+          std::string::npos)
+    return s;
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
@@ -116,20 +155,37 @@ int cmd_run(const std::vector<std::string>& args) {
   if (checked.enumerated && checked.valid == 0)
     throw config_error(spec.file, "problem", "the space has no valid configuration, nothing to run");
   const bool quiet = vm.count("quiet") > 0;
+  const bool resume = vm.count("resume") > 0;
+  const bool auto_folder = spec.output.empty();
+  spec.output = choose_run_folder(spec, resume, &std::cerr);
   std::cout << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " "
             << spec.prob.source_file << " (" << spec.prob.space.dimension() << " parameters) | strategy "
             << spec.strategy.type << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed
             << " | output " << spec.output.string() << "\n";
   progress_reporter progress(stdout_is_tty());
   run_options opts;
-  opts.resume = vm.count("resume") > 0;
+  opts.resume = resume;
   opts.log = &std::cerr;
+  opts.interrupt = &interrupted;
   if (!quiet)
     opts.on_trial = [&](const trial& t, const run_history& h, const budget_spec& b) {
       progress.on_trial(t, h, b);
     };
+  const sigint_guard on_sigint;
   const auto res = run_experiment(spec, opts);
   if (!quiet) progress.finish();
+  if (res.reason == stop_reason::interrupted) {
+    // The store holds every trial committed so far; the same command with --resume continues the run.
+    std::vector<std::string> again(args.begin(), args.end());
+    if (!resume) again.push_back("--resume");
+    if (auto_folder) again.insert(again.end(), {"--output", spec.output.string()});
+    std::cout << "interrupted after " << res.history.size() << " trials; resume with: " << program_name
+              << " run";
+    for (const auto& a : again)
+      std::cout << " " << shell_quote(a);
+    std::cout << std::endl;
+    return 130;
+  }
   std::cout << "stopped: " << to_string(res.reason) << " after " << res.history.size() << " trials";
   if (res.resumed) std::cout << " (" << res.resumed << " taken from the stored run)";
   std::cout << "; clock " << format_duration(res.clock_s) << ", wall " << format_duration(res.wall_s) << "\n";

@@ -9,6 +9,8 @@
 
 namespace kf::cli {
 
+std::string program_name = "kforge";
+
 std::uint64_t whole_number(const std::string& option, const std::string& text, std::uint64_t min,
                            std::uint64_t max) {
   std::uint64_t v = 0;

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     std::cout << "kforge " << kf::version() << "\n";
     return 0;
   }
+  kf::cli::program_name = argv[0];
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {

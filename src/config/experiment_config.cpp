@@ -118,16 +118,12 @@ experiment_spec parse_experiment(const document& doc) {
     else
       doc.at("schedule").fail("expected continuous (propose as results arrive) or batches (wait for each batch)");
   }
+  // Without `output:` the folder is chosen when the run starts (kf::choose_run_folder): a fresh one
+  // under runs/, or with --resume the latest unfinished run of this experiment.
   if (root.contains("output")) {
     if (!root["output"].is_string() || root["output"].get<std::string>().empty())
       doc.at("output").fail("expected a folder path");
     s.output = root["output"].get<std::string>();
-  } else {
-    // No output folder given: a fresh, timestamped one, so that running a config twice never collides.
-    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
-    s.output = std::filesystem::path("runs") / (s.name + "-" + stamp);
   }
   return s;
 }
