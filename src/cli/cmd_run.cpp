@@ -110,6 +110,7 @@ int cmd_run(const std::vector<std::string>& args) {
       "devices", po::value<std::string>(),
       "GPUs to use, e.g. 0,2 (overrides the cuda evaluator's devices; default: the config's, else every "
       "GPU visible under CUDA_VISIBLE_DEVICES)")("quiet,q", "no progress lines")(
+      "json", "print the outcome as JSON on standard output (progress and notes go to standard error)")(
       "config", po::value<std::string>(), "the experiment config");
   po::positional_options_description pos;
   pos.add("config", 1);
@@ -154,14 +155,16 @@ int cmd_run(const std::vector<std::string>& args) {
   std::cerr << checked.warnings();
   if (checked.enumerated && checked.valid == 0)
     throw config_error(spec.file, "problem", "the space has no valid configuration, nothing to run");
-  const bool quiet = vm.count("quiet") > 0;
+  const bool json_out = vm.count("json") > 0;
+  const bool quiet = vm.count("quiet") > 0 || json_out;
+  std::ostream& out = json_out ? std::cerr : std::cout;  // with --json, stdout holds only the JSON
   const bool resume = vm.count("resume") > 0;
   const bool auto_folder = spec.output.empty();
   spec.output = choose_run_folder(spec, resume, &std::cerr);
-  std::cout << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " "
-            << spec.prob.source_file << " (" << spec.prob.space.dimension() << " parameters) | strategy "
-            << spec.strategy.type << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed
-            << " | output " << spec.output.string() << "\n";
+  out << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " " << spec.prob.source_file
+      << " (" << spec.prob.space.dimension() << " parameters) | strategy " << spec.strategy.type
+      << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed << " | output "
+      << spec.output.string() << "\n";
   progress_reporter progress(stdout_is_tty());
   run_options opts;
   opts.resume = resume;
@@ -174,24 +177,45 @@ int cmd_run(const std::vector<std::string>& args) {
   const sigint_guard on_sigint;
   const auto res = run_experiment(spec, opts);
   if (!quiet) progress.finish();
+  const auto* best = res.history.best();
+  std::string resume_command;
   if (res.reason == stop_reason::interrupted) {
     // The store holds every trial committed so far; the same command with --resume continues the run.
     std::vector<std::string> again(args.begin(), args.end());
     if (!resume) again.push_back("--resume");
     if (auto_folder) again.insert(again.end(), {"--output", spec.output.string()});
-    std::cout << "interrupted after " << res.history.size() << " trials; resume with: " << program_name
-              << " run";
+    resume_command = program_name + " run";
     for (const auto& a : again)
-      std::cout << " " << shell_quote(a);
-    std::cout << std::endl;
+      resume_command += " " + shell_quote(a);
+  }
+  if (json_out) {
+    nlohmann::json j = {{"folder", spec.output.string()},
+                        {"name", spec.name},
+                        {"reason", std::string(to_string(res.reason))},
+                        {"trials", res.history.size()},
+                        {"resumed", res.resumed},
+                        {"clock_s", res.clock_s},
+                        {"wall_s", res.wall_s},
+                        {"best", nullptr}};
+    if (best)
+      j["best"] = {{"sequence", best->sequence},
+                   {"time_ms", best->time_ms},
+                   {"configuration", spec.prob.space.to_json(best->cfg)}};
+    if (!resume_command.empty()) j["resume_command"] = resume_command;
+    std::cout << j.dump(1) << std::endl;
+  }
+  if (res.reason == stop_reason::interrupted) {
+    out << "interrupted after " << res.history.size() << " trials; resume with: " << resume_command
+        << std::endl;
     return 130;
   }
+  if (json_out) return 0;
   std::cout << "stopped: " << to_string(res.reason) << " after " << res.history.size() << " trials";
   if (res.resumed) std::cout << " (" << res.resumed << " taken from the stored run)";
   std::cout << "; clock " << format_duration(res.clock_s) << ", wall " << format_duration(res.wall_s) << "\n";
-  if (const auto* b = res.history.best()) {
-    std::printf("best: %.4f ms (median; IQR %.4f ms) at trial %llu: %s\n", b->time_ms, b->time_iqr_ms,
-                static_cast<unsigned long long>(b->sequence), spec.prob.space.describe(b->cfg).c_str());
+  if (best) {
+    std::printf("best: %.4f ms (median; IQR %.4f ms) at trial %llu: %s\n", best->time_ms, best->time_iqr_ms,
+                static_cast<unsigned long long>(best->sequence), spec.prob.space.describe(best->cfg).c_str());
   } else {
     std::cout << "best: no configuration ran correctly\n";
   }

@@ -16,8 +16,10 @@ const char* usage =
     "  score            P-scores of strategies on recorded spaces (the field's standard score)\n"
     "  space FILE       inspect a search space: size, valid configurations, samples\n"
     "  export RUN       write a run's trials as JSONL, CSV, T4 or a Kernel Tuner cache\n"
-    "  report RUN       best configuration, trials by status and convergence of a run\n"
-    "  plugins          registered strategies and evaluators with their options\n"
+    "  report RUN...    a run's config, end, best (vs the recording's optimum), failures, convergence\n"
+    "  runs [FOLDER]    the runs in FOLDER (default runs/): name, strategy, seed, trials, best, end\n"
+    "  compare RUN...   runs side by side as a Markdown table (best, time to 95% of best, statuses)\n"
+    "  plugins          registered strategies, evaluators and transforms with their options\n"
     "\n"
     "`kforge <command> --help` describes a command's options.\n";
 }
@@ -43,6 +45,8 @@ int main(int argc, char** argv) {
     if (cmd == "export") return kf::cli::cmd_export(args);
     if (cmd == "report") return kf::cli::cmd_report(args);
     if (cmd == "plugins") return kf::cli::cmd_plugins(args);
+    if (cmd == "runs") return kf::cli::cmd_runs(args);
+    if (cmd == "compare") return kf::cli::cmd_compare(args);
     std::cerr << "kforge: unknown command '" << cmd << "'\n\n" << usage;
     return 2;
   } catch (const kf::config_error& e) {
