@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace kf::cli {
 
 int cmd_run(const std::vector<std::string>& args);
@@ -21,6 +23,13 @@ int cmd_compare(const std::vector<std::string>& args);
 /// refused, not wrapped around), from `min` to `max`; else a config_error naming the option (exit 2).
 std::uint64_t whole_number(const std::string& option, const std::string& text, std::uint64_t min,
                            std::uint64_t max);
+
+/// Draws a plot: writes `data` to a temporary JSON file and runs python/<script> DATA PNG with a Python
+/// that has matplotlib: $KFORGE_PYTHON when set (only it), else <repo>/.venv/bin/python, else python3.
+/// Throws kf::error saying how to install matplotlib when none has it, or when the script fails.
+void draw_plot(const std::string& script, const nlohmann::json& data, const std::string& png);
+/// Throws draw_plot's error now when no Python can draw (before a long computation whose plot is asked for).
+void check_plotting();
 
 /// How kforge was invoked (argv[0]), for commands that tell the user what to type next.
 extern std::string program_name;

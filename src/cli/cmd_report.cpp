@@ -112,16 +112,35 @@ void print_convergence(const run_summary& r) {
     next = next < 5 ? next + 1 : next * 2;
   }
 }
+// What python/plot_convergence.py draws: every run's points in arrival order.
+nlohmann::json convergence_plot_data(const std::vector<run_summary>& runs) {
+  nlohmann::json out = {{"runs", nlohmann::json::array()}};
+  for (const auto& r : runs) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto& p : r.convergence)
+      points.push_back(
+          {{"trials", p.trials},
+           {"clock_s", p.clock_s},
+           {"best_ms", std::isfinite(p.best_ms) ? nlohmann::json(p.best_ms) : nlohmann::json()}});
+    std::string label = r.folder.filename().string();
+    if (!r.strategy.empty()) label += " (" + r.strategy + ")";
+    out["runs"].push_back({{"label", label}, {"points", points}});
+  }
+  return out;
+}
 }  // namespace
 
 int cmd_report(const std::vector<std::string>& args) {
   po::options_description desc(
-      "usage: kforge report RUN... [--json]\n\n"
+      "usage: kforge report RUN... [--json] [--plot FILE.png]\n\n"
       "For each run folder RUN: its config, strategy, seed and budget, how it ended, the best\n"
       "configuration (on replay, against the recording's optimum), the trials by status with the first\n"
       "failure messages, and a convergence table (best time after n trials, in arrival order, with the\n"
-      "clock at which each best was known).\n\noptions");
+      "clock at which each best was known). --plot draws the convergence of every run (best time so far\n"
+      "against trials and against the clock, the runs on the same axes) with matplotlib\n"
+      "(python/plot_convergence.py).\n\noptions");
   desc.add_options()("help,h", "show this help")("json", "print the summaries as JSON (an array)")(
+      "plot", po::value<std::string>(), "also draw the convergence of the runs into this PNG file")(
       "run", po::value<std::vector<std::string>>(), "the run folders");
   po::positional_options_description pos;
   pos.add("run", -1);
@@ -136,6 +155,8 @@ int cmd_report(const std::vector<std::string>& args) {
   std::vector<run_summary> runs;
   for (const auto& dir : vm["run"].as<std::vector<std::string>>())
     runs.push_back(read_run(dir));
+  if (vm.count("plot"))
+    draw_plot("plot_convergence.py", convergence_plot_data(runs), vm["plot"].as<std::string>());
   if (vm.count("json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : runs)
