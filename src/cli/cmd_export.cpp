@@ -13,8 +13,12 @@ namespace kf::cli {
 
 int cmd_export(const std::vector<std::string>& args) {
   po::options_description desc(
-      "usage: kforge export RUN --format FORMAT [--out FILE]\n\n"
-      "Writes the trials of the run in folder RUN (by sequence).\n\noptions");
+      "usage: kforge export RUN [--format FORMAT] [--out FILE]\n\n"
+      "Writes the trials of the run in folder RUN (by sequence), as JSONL unless --format says otherwise.\n"
+      "Every trial carries its timestamp. In the t4 and kernel_tuner formats `time` is what those formats\n"
+      "mean by it, the mean of the timed runs (Kernel Tuner's definition); `time_median` is kforge's\n"
+      "objective, the median. kernel_tuner writes the layout Kernel Tuner writes (it loads in Kernel\n"
+      "Tuner 1.5's simulation mode).\n\noptions");
   desc.add_options()("help,h", "show this help")("format,f", po::value<std::string>()->default_value("jsonl"),
                                                  "jsonl | csv | t4 | kernel_tuner")(
       "out,o", po::value<std::string>(), "output file (default: standard output)")(

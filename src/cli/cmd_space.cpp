@@ -13,6 +13,20 @@ namespace po = boost::program_options;
 
 namespace kf::cli {
 
+namespace {
+// What the file is: a T1 file, a kernel description, or a recording in its format.
+std::string source_label(const problem& prob) {
+  if (prob.source_kind == "t1") return "T1 file";
+  if (prob.source_kind == "kernel") return "kforge kernel description";
+  const auto format = load_recorded_cached(prob.source_file)->format;
+  const std::string name = format == "kernel_tuner" ? "Kernel Tuner cache"
+                           : format == "t4"         ? "T4 results"
+                           : format == "ktt"        ? "KTT output"
+                                                    : format;
+  return "recording: " + name + "; the valid set is its recorded configurations";
+}
+}  // namespace
+
 int cmd_space(const std::vector<std::string>& args) {
   po::options_description desc(
       "usage: kforge space FILE [options]\n\n"
@@ -72,6 +86,7 @@ int cmd_space(const std::vector<std::string>& args) {
     };
     nlohmann::json out = {{"file", file},
                           {"kind", prob.source_kind},
+                          {"source", source_label(prob)},
                           {"params", params},
                           {"constraints", sp.constraint_sources()},
                           {"combinations", st.cartesian_size},
@@ -85,7 +100,7 @@ int cmd_space(const std::vector<std::string>& args) {
     std::cout << out.dump(1) << "\n";
     return 0;
   }
-  std::cout << "space " << file << " (" << prob.source_kind << ")\n";
+  std::cout << "space " << file << " (" << source_label(prob) << ")\n";
   for (const auto& p : sp.params()) {
     std::cout << "  " << p.name << " (" << to_string(p.type) << ", " << p.values.size() << " values): ";
     for (std::size_t i = 0; i < p.values.size() && i < 12; ++i)

@@ -2,6 +2,7 @@
 #include <boost/program_options/errors.hpp>
 #include <cstring>
 #include <iostream>
+#include <vector>
 
 #include "cli/cli.hpp"
 #include "kforge/error.hpp"
@@ -21,10 +22,18 @@ const char* usage =
     "  compare RUN...   runs side by side as a Markdown table (best, time to 95% of best, statuses)\n"
     "  plugins          registered strategies, evaluators and transforms with their options\n"
     "\n"
-    "`kforge <command> --help` describes a command's options.\n";
+    "`kforge <command> --help` (or `kforge help <command>`) describes a command's options.\n";
 }
 
 int main(int argc, char** argv) {
+  // `kforge help CMD` is `kforge CMD --help`.
+  std::vector<char*> help_args;
+  if (argc == 3 && !std::strcmp(argv[1], "help")) {
+    static char help_flag[] = "--help";
+    help_args = {argv[0], argv[2], help_flag};
+    argc = 3;
+    argv = help_args.data();
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     std::cout << usage;

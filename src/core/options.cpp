@@ -334,8 +334,13 @@ std::string describe_options(std::span<const option_spec> specs) {
     else if (!o.default_value.is_null())
       out += ", default " + o.default_value.dump();
     if (o.min || o.max) {
-      out += ", range [" + (o.min ? nlohmann::json(*o.min).dump() : std::string("-inf")) + ", " +
-             (o.max ? nlohmann::json(*o.max).dump() : std::string("inf")) + "]";
+      // An integer option's bounds read as integers (2, not 2.0).
+      const auto bound = [&](double x) {
+        return o.type == option_type::integer ? std::to_string(static_cast<std::int64_t>(x))
+                                              : describe_json(x);
+      };
+      out += ", range [" + (o.min ? bound(*o.min) : std::string("-inf")) + ", " +
+             (o.max ? bound(*o.max) : std::string("inf")) + "]";
     }
     if (!o.choices.empty()) {
       out += ", one of";
