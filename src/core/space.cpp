@@ -12,6 +12,7 @@
 #include <set>
 
 #include "kforge/error.hpp"
+#include "kforge/options.hpp"
 
 namespace kf {
 
@@ -787,7 +788,7 @@ value from_json(const nlohmann::json& j) {
       return value(std::move(l));
     }
     default:
-      throw error("a JSON object is not a parameter value: " + j.dump());
+      throw error("a JSON object is not a parameter value: " + describe_json(j));
   }
 }
 
