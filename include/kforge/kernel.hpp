@@ -110,10 +110,18 @@ struct kernel_spec {
   /// Extra #defines of every variant, as expressions over the parameters and the first timed shape (a T1
   /// kernel's block_size_x/y/z and grid_size_x/y/z, as Kernel Tuner defines them).
   std::vector<std::pair<std::string, expression>> defines;
+  /// Kernel Tuner's source conventions (T1 kernels): a parameter loop_unroll_factor_<x> of value 0 removes
+  /// its `#pragma unroll loop_unroll_factor_<x>` line (the compiler then decides).
+  bool kernel_tuner_conventions = false;
 };
 
 /// Reads a kernel description (file or the `kernel` key of a T1 file is not this format; see t1 below).
 kernel_spec load_kernel_spec(const std::string& path);
+/// The kernel a T1 file's KernelSpecification names, over the T1 file's space (src/config/t1_kernel.cpp has
+/// the rules). `cfg` and `problem_key`: the experiment config whose problem mapping may correct it
+/// (kernel_file, prelude, reference, tolerance, arguments, ...); cfg may be null.
+kernel_spec t1_kernel_spec(const document& t1, const search_space& space, const document* cfg,
+                           const std::string& problem_key);
 /// From a parsed document node at `key_path` ("" for the root).
 kernel_spec parse_kernel_spec(const document& doc, const nlohmann::json& node, const std::string& key_path);
 

@@ -4,8 +4,10 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <regex>
 #include <set>
 
+#include "config/kernel_parse.hpp"
 #include "kforge/error.hpp"
 
 namespace kf {
@@ -56,7 +58,7 @@ std::optional<dtype> dtype_from_string(std::string_view s) noexcept {
   return std::nullopt;
 }
 
-namespace {
+namespace kernel_parse {
 expression parse_expr(const document& doc, const json& v, const std::string& key) {
   std::string text;
   if (v.is_string())
@@ -147,7 +149,69 @@ void check_keys(const document& doc, const json& node, const std::string& key,
     doc.at(join_key(key, k)).fail("unknown key (expected one of " + list + ")");
   }
 }
-}  // namespace
+reference_spec parse_reference(const document& doc, const json& r, const std::string& rkey,
+                               const std::string& own_file, const std::string& own_source) {
+  reference_spec ref;
+  if (r.is_string() && (r == "baseline" || r == "none")) {
+    ref.k = r == "baseline" ? reference_spec::kind::baseline : reference_spec::kind::none;
+  } else if (r.is_object()) {
+    check_keys(doc, r, rkey, {"entry", "source", "compiler_options"});
+    ref.k = reference_spec::kind::kernel;
+    if (!child(r, "entry").is_string()) doc.at(rkey + ".entry").fail("expected the reference kernel's name");
+    ref.entry = r["entry"].get<std::string>();
+    if (child(r, "source").is_string()) {
+      ref.source_file = resolve_path(r["source"].get<std::string>(), doc.base_dir);
+      try {
+        ref.source = read_file(ref.source_file);
+      } catch (const error& e) {
+        doc.at(rkey + ".source").fail(e.what());
+      }
+    } else {
+      ref.source_file = own_file;
+      ref.source = own_source;
+    }
+    if (const auto& o = child(r, "compiler_options"); !o.is_null()) {
+      if (!o.is_array()) doc.at(rkey + ".compiler_options").fail("expected a list of options");
+      for (const auto& x : o) {
+        if (!x.is_string()) doc.at(rkey + ".compiler_options").fail("expected a list of strings");
+        ref.options.push_back(x.get<std::string>());
+      }
+    }
+  } else {
+    doc.at(rkey).fail("expected baseline, none or {entry, source?}");
+  }
+  return ref;
+}
+
+std::map<dtype, tolerance> default_tolerances() {
+  return {{dtype::f32, {1e-5, 1e-6}},
+          {dtype::f64, {1e-12, 1e-14}},
+          {dtype::f16, {1e-2, 1e-3}},
+          {dtype::bf16, {2e-2, 1e-2}}};
+}
+
+void parse_tolerances(const document& doc, const json& t, const std::string& tkey,
+                      std::map<dtype, tolerance>& out) {
+  if (!t.is_object()) doc.at(tkey).fail("expected {dtype: {rel, abs}}");
+  for (const auto& [name, v] : t.items()) {
+    auto dt = dtype_from_string(name);
+    if (!dt) doc.at(tkey + "." + name).fail("not a dtype");
+    if (!v.is_object()) doc.at(tkey + "." + name).fail("expected {rel, abs}");
+    check_keys(doc, v, tkey + "." + name, {"rel", "abs"});
+    tolerance tol = out.count(*dt) ? out[*dt] : tolerance{0, 0};
+    for (const char* part : {"rel", "abs"})
+      if (v.contains(part) && !v[part].is_number())
+        doc.at(tkey + "." + name + "." + part).fail("expected a number");
+    if (v.contains("rel")) tol.rel = v["rel"].get<double>();
+    if (v.contains("abs")) tol.abs = v["abs"].get<double>();
+    if (!(tol.rel >= 0) || !(tol.abs >= 0)) doc.at(tkey + "." + name).fail("tolerances must be non-negative");
+    out[*dt] = tol;
+  }
+}
+
+}  // namespace kernel_parse
+
+using namespace kernel_parse;
 
 kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::string& kp) {
   if (!node.is_object()) doc.at(kp).fail("expected a kernel description (a mapping)");
@@ -439,55 +503,11 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
           .push_back(parse_shape(doc, list[i], skey + "." + which + "[" + std::to_string(i) + "]"));
   }
   if (k.time_shapes.empty()) doc.at(skey + ".time").fail("at least one shape to time is needed");
-  // Reference.
-  if (const auto& r = child(node, "reference"); !r.is_null()) {
-    const auto rkey = join_key(kp, "reference");
-    if (r.is_string() && (r == "baseline" || r == "none")) {
-      k.reference.k = r == "baseline" ? reference_spec::kind::baseline : reference_spec::kind::none;
-    } else if (r.is_object()) {
-      check_keys(doc, r, rkey, {"entry", "source", "compiler_options"});
-      k.reference.k = reference_spec::kind::kernel;
-      if (!child(r, "entry").is_string())
-        doc.at(rkey + ".entry").fail("expected the reference kernel's name");
-      k.reference.entry = r["entry"].get<std::string>();
-      if (child(r, "source").is_string()) {
-        k.reference.source_file = resolve_path(r["source"].get<std::string>(), doc.base_dir);
-        try {
-          k.reference.source = read_file(k.reference.source_file);
-        } catch (const error& e) {
-          doc.at(rkey + ".source").fail(e.what());
-        }
-      } else {
-        k.reference.source_file = k.source_file;
-        k.reference.source = k.source;
-      }
-      if (const auto& o = child(r, "compiler_options"); o.is_array())
-        for (const auto& x : o)
-          k.reference.options.push_back(x.get<std::string>());
-    } else {
-      doc.at(rkey).fail("expected baseline, none or {entry, source?}");
-    }
-  }
-  // Tolerances: defaults by dtype, overridable.
-  k.tolerances = {{dtype::f32, {1e-5, 1e-6}},
-                  {dtype::f64, {1e-12, 1e-14}},
-                  {dtype::f16, {1e-2, 1e-3}},
-                  {dtype::bf16, {2e-2, 1e-2}}};
-  if (const auto& t = child(node, "tolerance"); !t.is_null()) {
-    const auto tkey = join_key(kp, "tolerance");
-    if (!t.is_object()) doc.at(tkey).fail("expected {dtype: {rel, abs}}");
-    for (const auto& [name, v] : t.items()) {
-      auto dt = dtype_from_string(name);
-      if (!dt) doc.at(tkey + "." + name).fail("not a dtype");
-      if (!v.is_object()) doc.at(tkey + "." + name).fail("expected {rel, abs}");
-      check_keys(doc, v, tkey + "." + name, {"rel", "abs"});
-      tolerance tol = k.tolerances.count(*dt) ? k.tolerances[*dt] : tolerance{0, 0};
-      if (v.contains("rel")) tol.rel = v["rel"].get<double>();
-      if (v.contains("abs")) tol.abs = v["abs"].get<double>();
-      if (tol.rel < 0 || tol.abs < 0) doc.at(tkey + "." + name).fail("tolerances must be non-negative");
-      k.tolerances[*dt] = tol;
-    }
-  }
+  if (const auto& r = child(node, "reference"); !r.is_null())
+    k.reference = parse_reference(doc, r, join_key(kp, "reference"), k.source_file, k.source);
+  k.tolerances = default_tolerances();
+  if (const auto& t = child(node, "tolerance"); !t.is_null())
+    parse_tolerances(doc, t, join_key(kp, "tolerance"), k.tolerances);
   if (const auto& rf = child(node, "roofline"); !rf.is_null()) {
     const auto rkey = join_key(kp, "roofline");
     if (!rf.is_object()) doc.at(rkey).fail("expected {bytes: expr, flops: expr, compute: fp32|tensor_bf16}");
@@ -645,7 +665,16 @@ std::string with_defines(const kernel_spec& k, const config& c, const std::strin
     define(params[i].name, k.space.value_of(c, i));
   for (const auto& [name, e] : k.defines)
     define(name, eval_in(e, k, c, k.time_shapes.front(), ("#define " + name).c_str()));
-  return defs + "#line 1 \"" + std::filesystem::path(file).filename().string() + "\"\n" + source;
+  std::string body = source;
+  if (k.kernel_tuner_conventions)
+    for (std::size_t i = 0; i < k.own_params; ++i) {
+      const auto& name = params[i].name;
+      const auto& val = k.space.value_of(c, i);
+      if (name.rfind("loop_unroll_factor", 0) != 0 || !val.is_integral() || val.as_int() != 0) continue;
+      const std::regex pragma("(^|\n)[ \t]*#[ \t]*pragma[ \t]+unroll[ \t]+" + name + "[ \t]*(?=\n)");
+      body = std::regex_replace(body, pragma, "$1");
+    }
+  return defs + "#line 1 \"" + std::filesystem::path(file).filename().string() + "\"\n" + body;
 }
 
 double roofline_floor_ms(const kernel_spec& k, const roofline_bound& b, const device_peaks& p) {

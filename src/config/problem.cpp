@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "kforge/error.hpp"
 #include "kforge/expr.hpp"
@@ -184,6 +185,26 @@ std::string space_check::warnings() const {
   return out;
 }
 
+namespace {
+// The CUDA kernel of a T1 problem, for the evaluators that run kernels. When the experiment corrects the
+// kernel (kernel_keys) its errors are raised now; otherwise they are kept for an evaluator that needs the
+// kernel, so that the same T1 file still serves replay runs and spaces of kernels kforge cannot run.
+void attach_t1_kernel(problem& p, const std::string& file, const document& cfg, const std::string& key_path,
+                      bool kernel_keys) {
+  try {
+    const auto t1 = load_document(file);
+    if (!t1.root.contains("KernelSpecification") && !kernel_keys) return;
+    p.kernel_desc = std::make_shared<const kernel_spec>(t1_kernel_spec(t1, p.space, &cfg, key_path));
+  } catch (const config_error&) {
+    if (kernel_keys) throw;
+    p.kernel_error = std::current_exception();
+  } catch (const error& e) {
+    if (kernel_keys) cfg.at(key_path + ".t1").fail(e.what());
+    p.kernel_error = std::current_exception();
+  }
+}
+}  // namespace
+
 problem load_problem(const document& doc, const std::string& key_path) {
   const auto loc = doc.at(key_path);
   const nlohmann::json* node = &doc.root;
@@ -199,10 +220,22 @@ problem load_problem(const document& doc, const std::string& key_path) {
     }
   }
   if (!node->is_object()) loc.fail("expected a mapping with one of t1, cache, kernel");
+  // Keys that correct the kernel a T1 file names (src/config/t1_kernel.cpp).
+  static const std::set<std::string> t1_kernel_keys = {"kernel_file",      "prelude",   "include_dirs",
+                                                       "compiler_options", "reference", "tolerance",
+                                                       "check_shapes",     "arguments"};
   std::string kind, file;
+  bool kernel_keys = false;
   for (const auto& [key, v] : node->items()) {
+    if (t1_kernel_keys.count(key)) {
+      kernel_keys = true;
+      continue;
+    }
     if (key != "t1" && key != "cache" && key != "kernel" && key != "name")
-      doc.at(key_path + "." + key).fail("unknown key (expected one of t1, cache, kernel, name)");
+      doc.at(key_path + "." + key)
+          .fail(
+              "unknown key (expected one of t1, cache, kernel, name; with t1 also kernel_file, prelude, "
+              "include_dirs, compiler_options, reference, tolerance, check_shapes, arguments)");
     if (key == "name") continue;
     if (!kind.empty()) loc.fail("give exactly one of t1, cache, kernel");
     if (!v.is_string()) doc.at(key_path + "." + key).fail("expected a file path");
@@ -227,6 +260,12 @@ problem load_problem(const document& doc, const std::string& key_path) {
   } catch (const error& e) {
     doc.at(key_path + "." + kind).fail(e.what());
   }
+  if (kernel_keys && kind != "t1")
+    for (const auto& tk : t1_kernel_keys)
+      if (node->contains(tk))
+        doc.at(key_path + "." + tk)
+            .fail("only a T1 problem takes this key (a kernel description says it itself)");
+  if (kind == "t1") attach_t1_kernel(p, file, doc, key_path, kernel_keys);
   if (node->contains("name") && node->at("name").is_string()) p.name = node->at("name").get<std::string>();
   return p;
 }

@@ -51,16 +51,22 @@ namespace {
 //   next_group(): the stored group of this step (resume) or the evaluator's next arrivals
 //   observe(): clock, store.commit, history, callback, strategy.observe(group)
 //
-// In `continuous` scheduling (schedule_mode) the evaluator's in-flight set is refilled to `batch_size` after every group
-// that arrives, and the strategy sees the configurations still in flight (pending); in `batches` it waits
-// for the whole batch first. A synchronous evaluator (replay) returns a whole batch as one group, so both
-// give the same trial sequence for a seed and batch size.
+// In `continuous` scheduling (schedule_mode) the evaluator's in-flight set is refilled to `batch_size` after
+// every group that arrives, and the strategy sees the configurations still in flight (pending); in `batches`
+// it waits for the whole batch first. A synchronous evaluator (replay) returns a whole batch as one group, so
+// both give the same trial sequence for a seed and batch size.
 class loop {
  public:
   loop(const search_space& space, strategy& strat, evaluator& eval, const budget_spec& budget,
        std::size_t batch_size, run_store* store, const run_options& opts)
-      : space_(space), strat_(strat), eval_(eval), budget_(budget), batch_(std::max<std::size_t>(1, batch_size)),
-        store_(store), opts_(opts), simulated_(eval.simulated_clock()) {}
+      : space_(space),
+        strat_(strat),
+        eval_(eval),
+        budget_(budget),
+        batch_(std::max<std::size_t>(1, batch_size)),
+        store_(store),
+        opts_(opts),
+        simulated_(eval.simulated_clock()) {}
 
   run_result run(std::uint64_t seed) {
     strat_.initialize(space_, seed);
@@ -82,7 +88,8 @@ class loop {
     res_.clock_s = simulated_ ? sim_clock_ : wall_clock();
     res_.wall_s = seconds_since(t0_);
     if (!stored_.empty() && opts_.log)
-      *opts_.log << "note: " << stored_.size() << " stored trials lie beyond where this run stopped (budget lowered?)\n";
+      *opts_.log << "note: " << stored_.size()
+                 << " stored trials lie beyond where this run stopped (budget lowered?)\n";
     return std::move(res_);
   }
 
@@ -96,7 +103,8 @@ class loop {
       stored_.emplace(t.sequence, std::move(t));
     }
     if (!stored_.empty() && !opts_.resume)
-      throw error("run folder " + store_->dir().string() + " already holds " + std::to_string(stored_.size()) +
+      throw error("run folder " + store_->dir().string() + " already holds " +
+                  std::to_string(stored_.size()) +
                   " trials: pass --resume to continue that run, or choose another output folder");
   }
 
@@ -108,7 +116,8 @@ class loop {
     if (budget_.simulated_seconds && simulated_ && sim_clock_ >= *budget_.simulated_seconds)
       return stop_reason::simulated_time;
     // While stored trials are replayed the wall clock is not this invocation's to spend.
-    if (budget_.wall_seconds && stored_.empty() && wall_clock() >= *budget_.wall_seconds) return stop_reason::wall_time;
+    if (budget_.wall_seconds && stored_.empty() && wall_clock() >= *budget_.wall_seconds)
+      return stop_reason::wall_time;
     return std::nullopt;
   }
 
@@ -145,8 +154,8 @@ class loop {
     for (auto& c : proposals) {
       const std::uint64_t s = next_sequence_++;
       if (auto it = stored_.find(s); it != stored_.end() && it->second.cfg != c)
-        throw error("cannot resume: at trial " + std::to_string(s) + " the strategy now proposes " + space_.describe(c) +
-                    " but the run recorded " + space_.describe(it->second.cfg) +
+        throw error("cannot resume: at trial " + std::to_string(s) + " the strategy now proposes " +
+                    space_.describe(c) + " but the run recorded " + space_.describe(it->second.cfg) +
                     " (were the config, the seed or kforge changed?)");
       if (!stored_.count(s)) to_eval.push_back({s, c, step_});
       in_flight_.emplace(s, c);
@@ -163,16 +172,19 @@ class loop {
     for (std::size_t i = 0; i < proposals.size(); ++i) {
       const auto& c = proposals[i];
       if (!space_.is_valid(c))
-        throw error("strategy '" + strat_.name() + "' proposed an invalid configuration " +
-                    (c.size() == space_.dimension() ? space_.describe(c) : std::string("(of the wrong length)")));
+        throw error(
+            "strategy '" + strat_.name() + "' proposed an invalid configuration " +
+            (c.size() == space_.dimension() ? space_.describe(c) : std::string("(of the wrong length)")));
       if (res_.history.measured(c))
         throw error("strategy '" + strat_.name() + "' proposed the already measured configuration " +
                     space_.describe(c));
       if (std::find(pending_.begin(), pending_.end(), c) != pending_.end())
-        throw error("strategy '" + strat_.name() + "' proposed " + space_.describe(c) + ", which is still in flight");
+        throw error("strategy '" + strat_.name() + "' proposed " + space_.describe(c) +
+                    ", which is still in flight");
       for (std::size_t j = 0; j < i; ++j)
         if (proposals[j] == c)
-          throw error("strategy '" + strat_.name() + "' proposed " + space_.describe(c) + " twice in one batch");
+          throw error("strategy '" + strat_.name() + "' proposed " + space_.describe(c) +
+                      " twice in one batch");
     }
   }
 
@@ -208,18 +220,20 @@ class loop {
     while (group.empty() || (opts_.schedule == schedule_mode::batches && group.size() < expected)) {
       auto done = eval_.collect(true);
       if (done.empty() && eval_.in_flight() == 0)
-        throw error("the evaluator returned " + std::to_string(group.size()) + " of " + std::to_string(expected) +
-                    " trials");
+        throw error("the evaluator returned " + std::to_string(group.size()) + " of " +
+                    std::to_string(expected) + " trials");
       for (auto& t : done) {
         auto it = in_flight_.find(t.sequence);
         if (it == in_flight_.end() || stored_.count(t.sequence))
-          throw error("the evaluator returned an unexpected trial (sequence " + std::to_string(t.sequence) + ")");
+          throw error("the evaluator returned an unexpected trial (sequence " + std::to_string(t.sequence) +
+                      ")");
         if (t.cfg != it->second)
           throw error("the evaluator changed the configuration of trial " + std::to_string(t.sequence));
         group.push_back(std::move(t));
       }
     }
-    std::sort(group.begin(), group.end(), [](const trial& a, const trial& b) { return a.sequence < b.sequence; });
+    std::sort(group.begin(), group.end(),
+              [](const trial& a, const trial& b) { return a.sequence < b.sequence; });
     return group;
   }
 
@@ -245,7 +259,8 @@ class loop {
       if (opts_.on_trial) opts_.on_trial(res_.history.trials().back(), res_.history, budget_);
     }
     const auto& all = res_.history.trials();
-    strat_.observe(state(std::nullopt), std::span<const trial>(all.data() + all.size() - group.size(), group.size()));
+    strat_.observe(state(std::nullopt),
+                   std::span<const trial>(all.data() + all.size() - group.size(), group.size()));
     ++step_;
   }
 
@@ -262,10 +277,10 @@ class loop {
   run_result res_;
   bool stopping_ = false;
   std::uint64_t next_sequence_ = 0;
-  std::uint32_t step_ = 0;                      // observation groups so far
-  std::map<std::uint64_t, config> in_flight_;  // proposed and not yet observed, by sequence
-  std::vector<config> pending_;                // the same configurations, for search_state
-  std::map<std::uint64_t, trial> stored_;      // resume: stored trials not yet replayed
+  std::uint32_t step_ = 0;                                      // observation groups so far
+  std::map<std::uint64_t, config> in_flight_;                   // proposed and not yet observed, by sequence
+  std::vector<config> pending_;                                 // the same configurations, for search_state
+  std::map<std::uint64_t, trial> stored_;                       // resume: stored trials not yet replayed
   std::map<std::uint32_t, std::vector<std::uint64_t>> groups_;  // resume: stored groups by step
   double clock_offset_ = 0;
   double sim_clock_ = 0;
