@@ -631,7 +631,7 @@ std::vector<std::int64_t> int_list(const options& o, std::string_view name, std:
   if (!j.is_array() || j.empty()) o.fail(name, "expected a non-empty list of integers");
   std::vector<std::int64_t> out;
   for (const auto& x : j) {
-    if (!x.is_number_integer()) o.fail(name, "expected integers, got " + x.dump());
+    if (!x.is_number_integer()) o.fail(name, "expected integers, got " + describe_json(x));
     const auto v = x.get<std::int64_t>();
     if (v < lo || v > hi)
       o.fail(name,
@@ -651,7 +651,7 @@ std::vector<std::string> string_list(const options& o, std::string_view name) {
   if (!j.is_array() || j.empty()) o.fail(name, "expected a non-empty list of strings");
   std::vector<std::string> out;
   for (const auto& x : j) {
-    if (!x.is_string()) o.fail(name, "expected strings, got " + x.dump());
+    if (!x.is_string()) o.fail(name, "expected strings, got " + describe_json(x));
     auto v = x.get<std::string>();
     if (std::find(out.begin(), out.end(), v) != out.end()) o.fail(name, "'" + v + "' is listed twice");
     out.push_back(std::move(v));

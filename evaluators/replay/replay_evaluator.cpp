@@ -29,6 +29,17 @@ replay_evaluator::replay_evaluator(std::shared_ptr<const recorded_file> file, co
       recorded += space.is_valid(c);
     unrecorded_valid_ = vs.size() - recorded;
   }
+  // The recording's optimum within the space: the correct record with the lowest time.
+  const trial* best = nullptr;
+  const config* best_cfg = nullptr;
+  for (const auto& [c, i] : bound_->entries) {
+    const auto& t = file_->records[i].result;
+    if (t.ok() && (!best || t.time_ms < best->time_ms) && space.is_valid(c)) {
+      best = &t;
+      best_cfg = &c;
+    }
+  }
+  if (best) optimum_ = {{"time_ms", best->time_ms}, {"configuration", space.to_json(*best_cfg)}};
 }
 
 std::vector<trial> replay_evaluator::evaluate(std::span<const evaluation_request> batch) const {
@@ -54,16 +65,19 @@ std::vector<trial> replay_evaluator::evaluate(std::span<const evaluation_request
 }
 
 nlohmann::json replay_evaluator::describe() const {
-  return {{"type", "replay"},
-          {"file", file_->path},
-          {"format", file_->format},
-          {"device", file_->device_name},
-          {"kernel", file_->kernel_name},
-          {"records", file_->records.size()},
-          {"records_outside_space", bound_->unmatched},
-          {"valid_configurations_unrecorded", unrecorded_valid_},
-          {"parallelism", parallelism_},
-          {"latency_ms", latency_ms_}};
+  nlohmann::json d = {{"type", "replay"},
+                      {"file", file_->path},
+                      {"format", file_->format},
+                      {"device", file_->device_name},
+                      {"kernel", file_->kernel_name},
+                      {"records", file_->records.size()},
+                      {"records_outside_space", bound_->unmatched},
+                      {"valid_configurations_unrecorded", unrecorded_valid_},
+                      {"parallelism", parallelism_},
+                      {"latency_ms", latency_ms_}};
+  if (!file_->problem_size.is_null()) d["problem_size"] = file_->problem_size;
+  if (!optimum_.is_null()) d["recorded_optimum"] = optimum_;
+  return d;
 }
 
 void register_replay_evaluator() {

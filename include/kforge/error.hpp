@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace kf {
 
@@ -58,7 +59,12 @@ class eval_error : public error {
   std::string reason_;
 };
 
-/// Formats `source` with a caret under `position`, e.g. for parse and eval errors.
+/// Formats `source` with a caret under `position`, e.g. for parse and eval errors. A long source is
+/// shown as a window of a few hundred characters around the position.
 std::string caret_excerpt(const std::string& source, std::size_t position);
+
+/// `text` as echoed in a message: whole when at most `max` characters, else its first `max` characters
+/// (cut at a UTF-8 character boundary) and how long it was. Messages never echo user input unbounded.
+std::string excerpt(std::string_view text, std::size_t max = 300);
 
 }  // namespace kf

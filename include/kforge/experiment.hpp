@@ -10,6 +10,7 @@
 // would have.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -30,7 +31,14 @@
 
 namespace kf {
 
-enum class stop_reason { evaluations, wall_time, simulated_time, strategy_finished, space_exhausted };
+enum class stop_reason {
+  evaluations,
+  wall_time,
+  simulated_time,
+  strategy_finished,
+  space_exhausted,
+  interrupted
+};
 std::string_view to_string(stop_reason r) noexcept;
 
 struct run_result {
@@ -39,6 +47,7 @@ struct run_result {
   double clock_s = 0;       ///< the run's clock at the end (simulated or wall)
   double wall_s = 0;        ///< wall time of this invocation
   std::size_t resumed = 0;  ///< trials taken from the store instead of evaluated
+  std::filesystem::path folder;  ///< the run folder (run_experiment with a store)
 };
 
 /// Called after every committed trial (progress reporting).
@@ -50,10 +59,27 @@ struct run_options {
   bool use_store = true;        ///< false: keep everything in memory (scoring, tests)
   trial_callback on_trial;      ///< may be empty
   std::ostream* log = nullptr;  ///< one-line notes (resume, stop reason); may be null
+  /// When set (a SIGINT handler sets it), the loop stops before its next step with reason interrupted;
+  /// trials still in flight are dropped, not committed, exactly as if the process had been killed, so
+  /// --resume continues the run as if it had never stopped. May be null.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
+/// What identifies a run, for resuming it: the problem (kind and space), strategy and evaluator (types
+/// and options; options naming existing files as canonical paths), seed, batch size and schedule.
+nlohmann::json experiment_fingerprint(const experiment_spec& spec);
+
+/// The folder of a run of `spec`: spec.output when given; else, without `resume`, a fresh folder under
+/// runs/ (create_run_folder); with `resume`, the latest unfinished run of this experiment (same
+/// fingerprint) under runs/, or a config_error (exit 2) saying that there is none. Notes go to `log`.
+std::filesystem::path choose_run_folder(const experiment_spec& spec, bool resume, std::ostream* log);
+
 /// Runs an experiment. Misuse (bad options, a strategy breaking its contract, a store from another
-/// experiment) throws kf::error; failing variants are trials.
+/// experiment) throws kf::error; failing variants are trials. With a store: the folder is
+/// choose_run_folder()'s, locked for the run's life (run_lock: a second process is refused at once);
+/// --resume needs a stored run there whose fingerprint matches (the refusal says what differs); an
+/// evaluator that cannot start is recorded as the run's "failed" record; an interrupted run records
+/// "interrupted" instead of "finished".
 run_result run_experiment(const experiment_spec& spec, const run_options& opts);
 
 /// The loop itself, for callers that build the pieces (scoring, tests, benchmarks). `store` may be null.

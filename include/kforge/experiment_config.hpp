@@ -38,7 +38,7 @@ struct experiment_spec {
   plugin_spec evaluator;
   budget_spec budget;
   std::uint64_t seed = 0;
-  std::filesystem::path output;           ///< run folder
+  std::filesystem::path output;           ///< run folder; empty: chosen when the run starts
   std::optional<std::size_t> batch_size;  ///< proposals in flight (default: the evaluator's parallelism)
   schedule_mode schedule = schedule_mode::continuous;
   std::filesystem::path base_dir;

@@ -77,6 +77,19 @@ class options {
   config_location where_;
 };
 
+/// A JSON value as echoed in a message: JSON text, except that non-finite numbers read nan, inf and -inf
+/// (JSON has no spelling for them) and the text stops after about `max` characters ("...").
+std::string describe_json(const nlohmann::json& v, std::size_t max = 300);
+
+/// A seed from a config value: an integer from 0 to 2^64 - 1; else a config_error at `where`.
+std::uint64_t seed_value(const nlohmann::json& v, const config_location& where);
+
+/// A name that becomes part of a file name (a run's name): one path component of 1 to 64 characters
+/// from letters, digits and . _ + -, starting with a letter or digit; else a config_error at `where`.
+void check_name(const std::string& name, const config_location& where);
+/// `text` made into such a name (other characters become '_', cut to 64; "run" when nothing is left).
+std::string sanitized_name(const std::string& text);
+
 /// One line per option: name, type, default, range/choices, documentation.
 std::string describe_options(std::span<const option_spec> specs);
 

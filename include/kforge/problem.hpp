@@ -34,6 +34,9 @@ struct problem {
   /// Why a T1 file's kernel cannot be evaluated (a config_error naming the file and key), when it cannot;
   /// raised only by an evaluator that needs the kernel, so that replay runs of the same T1 file work.
   std::exception_ptr kernel_error;
+  /// The problem size as Kernel Tuner records it (a T1 file's ProblemSize, a recording's problem_size,
+  /// the values of a kernel description's first timed shape); null when unknown.
+  nlohmann::json problem_size;
 };
 
 /// Loads a kforge kernel description as a problem (its parameters and constraints are the space).
@@ -50,6 +53,20 @@ problem load_t1(const std::string& path);
 /// configurations (expressed as a constraint-free space; the replay evaluator marks unrecorded
 /// configurations invalid, and kf::recorded_space builds the exact valid set).
 problem load_cache_problem(const std::string& path);
+
+/// What enumerating a space's constraints found that a user must hear about.
+struct space_check {
+  bool enumerated = false;           ///< false: too large to enumerate (nothing below is known)
+  std::size_t valid = 0;             ///< valid configurations
+  double combinations = 0;           ///< the cartesian size
+  double raised_configurations = 0;  ///< removed because a constraint raised on them
+  std::string first_raise;           ///< the first raise (expression, values, reason), one line
+  /// "warning: ..." lines (raising constraints; an empty space), each ending in a newline; empty when
+  /// there is nothing to say.
+  std::string warnings() const;
+};
+/// Enumerates the space when it can be enumerated and reports its raising constraints.
+space_check check_space(const search_space& space);
 
 /// Reads the `problem` mapping of an experiment config.
 problem load_problem(const document& doc, const std::string& key_path);

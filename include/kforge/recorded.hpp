@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kforge/space.hpp"
 #include "kforge/trial.hpp"
 
@@ -32,6 +34,7 @@ struct recorded_file {
   std::string format;  ///< "kernel_tuner", "t4" or "ktt"
   std::string device_name;
   std::string kernel_name;
+  nlohmann::json problem_size;           ///< as recorded (Kernel Tuner caches); null when absent
   std::vector<std::string> param_names;  ///< in the recorded order
   std::map<std::string, std::vector<value>>
       param_values;  ///< declared values (KT tune_params) or observed ones

@@ -86,7 +86,10 @@ struct enumeration_stats {
   std::uint64_t nodes_visited = 0;  ///< partial assignments expanded
   std::uint64_t constraint_evaluations = 0;
   std::uint64_t constraint_errors = 0;  ///< evaluations that raised (counted as violations)
-  std::string first_error;              ///< message of the first one
+  double raised_configurations = 0;     ///< configurations removed because a constraint raised on them
+  /// The first raise in enumeration order, one line: "constraint 'a / b > 1' raised at {a=4, b=0}:
+  /// division by zero"; empty when none raised.
+  std::string first_error;
   double seconds = 0;
 };
 

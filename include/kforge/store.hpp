@@ -22,10 +22,18 @@
 
 namespace kf {
 
+/// How a run store is opened: `read_write` by the run itself (creates the folder and the schema),
+/// `read_only` by readers (report, export, runs, compare): no write, no WAL pragma, works on a folder
+/// the reader cannot write (an archive, a colleague's run).
+enum class store_access { read_write, read_only };
+
 class run_store {
  public:
-  /// Opens dir/run.sqlite, creating the folder and the schema when absent.
-  explicit run_store(const std::filesystem::path& dir);
+  /// Opens dir/run.sqlite. read_write creates the folder and the schema when absent. read_only throws
+  /// kf::error naming the file when it is missing, empty, not a database or not a kforge run store; a
+  /// store whose folder cannot be written is read as it is (with a write-ahead log left by a killed run:
+  /// from a private copy, so that no committed trial is missed).
+  explicit run_store(const std::filesystem::path& dir, store_access access = store_access::read_write);
   ~run_store();
   run_store(run_store&&) noexcept;
   run_store& operator=(run_store&&) noexcept;
@@ -58,6 +66,9 @@ class run_store {
 nlohmann::json describe_space(const search_space& space);
 /// Rebuilds a constraint-free space with the described parameters.
 search_space space_from_description(const nlohmann::json& d);
+/// The space a store describes (its "space" record); kf::error naming the file when it is missing or
+/// damaged (a store whose run never started has none).
+search_space stored_space(const run_store& store);
 
 /// Exports of a run's trials. `space` gives parameter names and values.
 enum class export_format { jsonl, csv, t4, kernel_tuner };

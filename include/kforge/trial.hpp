@@ -65,6 +65,7 @@ struct trial {
   double sm_clock_mhz = nan;
   double clock_s = 0;  ///< the run's clock (simulated or wall, see experiment) when it completed
   std::uint32_t batch = 0;
+  std::string timestamp;  ///< when the run store committed it (ISO 8601, UTC); empty until stored
 
   bool ok() const noexcept { return st == status::ok; }
   /// The metric `name`, or nullopt.

@@ -13,8 +13,12 @@ namespace kf::cli {
 
 int cmd_export(const std::vector<std::string>& args) {
   po::options_description desc(
-      "usage: kforge export RUN --format FORMAT [--out FILE]\n\n"
-      "Writes the trials of the run in folder RUN (by sequence).\n\noptions");
+      "usage: kforge export RUN [--format FORMAT] [--out FILE]\n\n"
+      "Writes the trials of the run in folder RUN (by sequence), as JSONL unless --format says otherwise.\n"
+      "Every trial carries its timestamp. In the t4 and kernel_tuner formats `time` is what those formats\n"
+      "mean by it, the mean of the timed runs (Kernel Tuner's definition); `time_median` is kforge's\n"
+      "objective, the median. kernel_tuner writes the layout Kernel Tuner writes (it loads in Kernel\n"
+      "Tuner 1.5's simulation mode).\n\noptions");
   desc.add_options()("help,h", "show this help")("format,f", po::value<std::string>()->default_value("jsonl"),
                                                  "jsonl | csv | t4 | kernel_tuner")(
       "out,o", po::value<std::string>(), "output file (default: standard output)")(
@@ -30,17 +34,19 @@ int cmd_export(const std::vector<std::string>& args) {
   }
   if (!vm.count("run")) throw config_error("kforge export", "RUN", "missing: give a run folder");
   const std::filesystem::path dir = vm["run"].as<std::string>();
-  if (!std::filesystem::exists(dir / "run.sqlite"))
-    throw error("no run in '" + dir.string() + "' (run.sqlite is missing)");
   const auto fmt = export_format_from_string(vm["format"].as<std::string>());
   if (!fmt) throw config_error("kforge export", "--format", "expected jsonl, csv, t4 or kernel_tuner");
-  run_store store(dir);
-  const auto space = space_from_description(store.meta("space"));
+  const run_store store(dir, store_access::read_only);
+  const auto space = stored_space(store);
   nlohmann::json meta = {{"run", dir.string()}};
   if (auto ev = store.meta("evaluator"); ev.is_object()) {
     meta["device"] = ev.value("device", "");
     meta["kernel"] = ev.value("kernel", "");
+    if (ev.contains("problem_size")) meta["problem_size"] = ev["problem_size"];
   }
+  if (auto pr = store.meta("problem"); pr.is_object() && !meta.contains("problem_size") &&
+                                       pr.contains("problem_size") && !pr["problem_size"].is_null())
+    meta["problem_size"] = pr["problem_size"];
   const auto trials = store.trials();
   if (vm.count("out")) {
     std::ofstream out(vm["out"].as<std::string>());

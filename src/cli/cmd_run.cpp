@@ -1,9 +1,13 @@
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include "cli/cli.hpp"
 #include "kforge/embedded.hpp"
@@ -55,6 +59,42 @@ class progress_reporter {
   std::chrono::steady_clock::time_point t0_;
   double last_print_ = -1e9;
 };
+// SIGINT (Ctrl-C) asks the run to stop: the loop ends before its next step and the command says how to
+// resume. The handler resets itself (SA_RESETHAND), so a second Ctrl-C ends the process at once.
+std::atomic<bool> interrupted{false};
+
+extern "C" void on_sigint(int) {
+  interrupted.store(true);
+}
+
+class sigint_guard {
+ public:
+  sigint_guard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;  // no SA_RESTART: a blocking wait returns early
+    ::sigaction(SIGINT, &sa, &previous_);
+  }
+  ~sigint_guard() { ::sigaction(SIGINT, &previous_, nullptr); }
+  sigint_guard(const sigint_guard&) = delete;
+  sigint_guard& operator=(const sigint_guard&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+};
+
+// `s` as one shell word.
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() &&
+      s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=,+-@%") ==
+          std::string::npos)
+    return s;
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
@@ -64,11 +104,13 @@ int cmd_run(const std::vector<std::string>& args) {
       "a replay of a 2D stencil's space that kforge measured on an NVIDIA H200.\n\noptions");
   desc.add_options()("help,h", "show this help")("resume", "continue the run in the output folder")(
       "output,o", po::value<std::string>(), "run folder (overrides the config's output)")(
-      "seed", po::value<std::uint64_t>(), "seed (overrides the config's seed)")(
-      "evaluations", po::value<std::size_t>(), "evaluation budget (overrides the config's)")(
+      "seed", po::value<std::string>(), "seed, 0 to 2^64-1 (overrides the config's seed)")(
+      "evaluations", po::value<std::string>(),
+      "evaluation budget, a positive number (overrides the config's)")(
       "devices", po::value<std::string>(),
       "GPUs to use, e.g. 0,2 (overrides the cuda evaluator's devices; default: the config's, else every "
       "GPU visible under CUDA_VISIBLE_DEVICES)")("quiet,q", "no progress lines")(
+      "json", "print the outcome as JSON on standard output (progress and notes go to standard error)")(
       "config", po::value<std::string>(), "the experiment config");
   po::positional_options_description pos;
   pos.add("config", 1);
@@ -83,11 +125,12 @@ int cmd_run(const std::vector<std::string>& args) {
                                               : std::string(embedded::scheme) + "configs/default.yaml";
   auto spec = load_experiment(file);
   if (vm.count("output")) spec.output = vm["output"].as<std::string>();
-  if (vm.count("seed")) spec.seed = vm["seed"].as<std::uint64_t>();
-  if (vm.count("evaluations")) {
-    if (vm["evaluations"].as<std::size_t>() == 0) throw config_error("--evaluations", "", "must be positive");
-    spec.budget.evaluations = vm["evaluations"].as<std::size_t>();
-  }
+  if (vm.count("seed"))
+    spec.seed =
+        whole_number("--seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<std::uint64_t>::max());
+  if (vm.count("evaluations"))
+    spec.budget.evaluations =
+        whole_number("--evaluations", vm["evaluations"].as<std::string>(), 1, 1'000'000'000'000'000);
   if (vm.count("devices")) {
     const auto text = vm["devices"].as<std::string>();
     if (spec.evaluator.type != "cuda")
@@ -107,27 +150,72 @@ int cmd_run(const std::vector<std::string>& args) {
     }
     spec.evaluator.params["devices"] = list;
   }
-  const bool quiet = vm.count("quiet") > 0;
-  std::cout << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " "
-            << spec.prob.source_file << " (" << spec.prob.space.dimension() << " parameters) | strategy "
-            << spec.strategy.type << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed
-            << " | output " << spec.output.string() << "\n";
+  // Constraints that raise are warned about; a space without a valid configuration is a config error.
+  const auto checked = check_space(spec.prob.space);
+  std::cerr << checked.warnings();
+  if (checked.enumerated && checked.valid == 0)
+    throw config_error(spec.file, "problem", "the space has no valid configuration, nothing to run");
+  const bool json_out = vm.count("json") > 0;
+  const bool quiet = vm.count("quiet") > 0 || json_out;
+  std::ostream& out = json_out ? std::cerr : std::cout;  // with --json, stdout holds only the JSON
+  const bool resume = vm.count("resume") > 0;
+  const bool auto_folder = spec.output.empty();
+  spec.output = choose_run_folder(spec, resume, &std::cerr);
+  out << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " " << spec.prob.source_file
+      << " (" << spec.prob.space.dimension() << " parameters) | strategy " << spec.strategy.type
+      << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed << " | output "
+      << spec.output.string() << "\n";
   progress_reporter progress(stdout_is_tty());
   run_options opts;
-  opts.resume = vm.count("resume") > 0;
+  opts.resume = resume;
   opts.log = &std::cerr;
+  opts.interrupt = &interrupted;
   if (!quiet)
     opts.on_trial = [&](const trial& t, const run_history& h, const budget_spec& b) {
       progress.on_trial(t, h, b);
     };
+  const sigint_guard on_sigint;
   const auto res = run_experiment(spec, opts);
   if (!quiet) progress.finish();
+  const auto* best = res.history.best();
+  std::string resume_command;
+  if (res.reason == stop_reason::interrupted) {
+    // The store holds every trial committed so far; the same command with --resume continues the run.
+    std::vector<std::string> again(args.begin(), args.end());
+    if (!resume) again.push_back("--resume");
+    if (auto_folder) again.insert(again.end(), {"--output", spec.output.string()});
+    resume_command = program_name + " run";
+    for (const auto& a : again)
+      resume_command += " " + shell_quote(a);
+  }
+  if (json_out) {
+    nlohmann::json j = {{"folder", spec.output.string()},
+                        {"name", spec.name},
+                        {"reason", std::string(to_string(res.reason))},
+                        {"trials", res.history.size()},
+                        {"resumed", res.resumed},
+                        {"clock_s", res.clock_s},
+                        {"wall_s", res.wall_s},
+                        {"best", nullptr}};
+    if (best)
+      j["best"] = {{"sequence", best->sequence},
+                   {"time_ms", best->time_ms},
+                   {"configuration", spec.prob.space.to_json(best->cfg)}};
+    if (!resume_command.empty()) j["resume_command"] = resume_command;
+    std::cout << j.dump(1) << std::endl;
+  }
+  if (res.reason == stop_reason::interrupted) {
+    out << "interrupted after " << res.history.size() << " trials; resume with: " << resume_command
+        << std::endl;
+    return 130;
+  }
+  if (json_out) return 0;
   std::cout << "stopped: " << to_string(res.reason) << " after " << res.history.size() << " trials";
   if (res.resumed) std::cout << " (" << res.resumed << " taken from the stored run)";
   std::cout << "; clock " << format_duration(res.clock_s) << ", wall " << format_duration(res.wall_s) << "\n";
-  if (const auto* b = res.history.best()) {
-    std::printf("best: %.4f ms (median; IQR %.4f ms) at trial %llu: %s\n", b->time_ms, b->time_iqr_ms,
-                static_cast<unsigned long long>(b->sequence), spec.prob.space.describe(b->cfg).c_str());
+  if (best) {
+    std::printf("best: %.4f ms (median; IQR %.4f ms) at trial %llu: %s\n", best->time_ms, best->time_iqr_ms,
+                static_cast<unsigned long long>(best->sequence), spec.prob.space.describe(best->cfg).c_str());
   } else {
     std::cout << "best: no configuration ran correctly\n";
   }

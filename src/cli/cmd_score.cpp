@@ -17,11 +17,13 @@ int cmd_score(const std::vector<std::string>& args) {
       "Runs every strategy of the score config on every recorded space with N seeds and prints the P-score\n"
       "table (autotuning_methodology's calculated random baseline; 0 = random search, 1 = optimum found at\n"
       "once). configs/score-benchmark-hub.yaml scores the six benchmark_hub spaces.\n\noptions");
-  desc.add_options()("help,h", "show this help")("seeds", po::value<std::size_t>(),
+  desc.add_options()("help,h", "show this help")("seeds", po::value<std::string>(),
                                                  "runs per strategy and space")(
       "strategy", po::value<std::vector<std::string>>(), "score only these strategies (names; repeatable)")(
       "json", po::value<std::string>(), "also write the table with its P(t) curves as JSON")(
-      "config", po::value<std::string>(), "the score config");
+      "plot", po::value<std::string>(),
+      "also draw the P(t) curves (per space and strategy, and their mean) into this PNG file with matplotlib "
+      "(python/plot_pt.py)")("config", po::value<std::string>(), "the score config");
   po::positional_options_description pos;
   pos.add("config", 1);
   po::variables_map vm;
@@ -33,9 +35,9 @@ int cmd_score(const std::vector<std::string>& args) {
   }
   if (!vm.count("config")) throw config_error("kforge score", "CONFIG", "missing: give a score config");
   auto job = load_score_job(vm["config"].as<std::string>());
+  if (vm.count("plot")) check_plotting();
   if (vm.count("seeds")) {
-    if (vm["seeds"].as<std::size_t>() == 0) throw config_error("--seeds", "", "must be positive");
-    job.seeds = vm["seeds"].as<std::size_t>();
+    job.seeds = whole_number("--seeds", vm["seeds"].as<std::string>(), 1, 1'000'000);
   }
   if (vm.count("strategy")) {
     const auto keep = vm["strategy"].as<std::vector<std::string>>();
@@ -59,6 +61,7 @@ int cmd_score(const std::vector<std::string>& args) {
     if (!out) throw error("cannot write '" + vm["json"].as<std::string>() + "'");
     out << score_table_json(table).dump(1) << "\n";
   }
+  if (vm.count("plot")) draw_plot("plot_pt.py", score_table_json(table), vm["plot"].as<std::string>());
   return 0;
 }
 

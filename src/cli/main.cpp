@@ -2,6 +2,7 @@
 #include <boost/program_options/errors.hpp>
 #include <cstring>
 #include <iostream>
+#include <vector>
 
 #include "cli/cli.hpp"
 #include "kforge/error.hpp"
@@ -16,13 +17,23 @@ const char* usage =
     "  score            P-scores of strategies on recorded spaces (the field's standard score)\n"
     "  space FILE       inspect a search space: size, valid configurations, samples\n"
     "  export RUN       write a run's trials as JSONL, CSV, T4 or a Kernel Tuner cache\n"
-    "  report RUN       best configuration, trials by status and convergence of a run\n"
-    "  plugins          registered strategies and evaluators with their options\n"
+    "  report RUN...    a run's config, end, best (vs the recording's optimum), failures, convergence\n"
+    "  runs [FOLDER]    the runs in FOLDER (default runs/): name, strategy, seed, trials, best, end\n"
+    "  compare RUN...   runs side by side as a Markdown table (best, time to 95% of best, statuses)\n"
+    "  plugins          registered strategies, evaluators and transforms with their options\n"
     "\n"
-    "`kforge <command> --help` describes a command's options.\n";
+    "`kforge <command> --help` (or `kforge help <command>`) describes a command's options.\n";
 }
 
 int main(int argc, char** argv) {
+  // `kforge help CMD` is `kforge CMD --help`.
+  std::vector<char*> help_args;
+  if (argc == 3 && !std::strcmp(argv[1], "help")) {
+    static char help_flag[] = "--help";
+    help_args = {argv[0], argv[2], help_flag};
+    argc = 3;
+    argv = help_args.data();
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     std::cout << usage;
@@ -32,6 +43,7 @@ int main(int argc, char** argv) {
     std::cout << "kforge " << kf::version() << "\n";
     return 0;
   }
+  kf::cli::program_name = argv[0];
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
@@ -42,6 +54,8 @@ int main(int argc, char** argv) {
     if (cmd == "export") return kf::cli::cmd_export(args);
     if (cmd == "report") return kf::cli::cmd_report(args);
     if (cmd == "plugins") return kf::cli::cmd_plugins(args);
+    if (cmd == "runs") return kf::cli::cmd_runs(args);
+    if (cmd == "compare") return kf::cli::cmd_compare(args);
     std::cerr << "kforge: unknown command '" << cmd << "'\n\n" << usage;
     return 2;
   } catch (const kf::config_error& e) {

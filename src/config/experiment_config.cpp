@@ -40,10 +40,10 @@ std::optional<double> positive_number(const document& doc, const json& node, con
   if (!node.contains(key)) return std::nullopt;
   const auto& v = node.at(key);
   const auto loc = doc.at("budget." + key);
-  if (!v.is_number() || v.is_boolean()) loc.fail("expected a positive number, got " + v.dump());
+  if (!v.is_number() || v.is_boolean()) loc.fail("expected a positive number, got " + describe_json(v));
   const double x = v.get<double>();
-  if (!(x > 0) || !std::isfinite(x)) loc.fail("expected a positive number, got " + v.dump());
-  if (integer && (std::floor(x) != x || x > 1e15)) loc.fail("expected a whole number, got " + v.dump());
+  if (!(x > 0) || !std::isfinite(x)) loc.fail("expected a positive number, got " + describe_json(v));
+  if (integer && (std::floor(x) != x || x > 1e15)) loc.fail("expected a whole number, got " + describe_json(v));
   return x;
 }
 }  // namespace
@@ -66,11 +66,11 @@ experiment_spec parse_experiment(const document& doc) {
   s.base_dir = doc.base_dir;
   s.raw = root;
   if (root.contains("name")) {
-    if (!root["name"].is_string() || root["name"].get<std::string>().empty())
-      doc.at("name").fail("expected a non-empty string");
+    if (!root["name"].is_string()) doc.at("name").fail("expected a string, got " + describe_json(root["name"]));
     s.name = root["name"].get<std::string>();
+    check_name(s.name, doc.at("name"));  // it names the run folder
   } else {
-    s.name = std::filesystem::path(doc.file).stem().string();
+    s.name = sanitized_name(std::filesystem::path(doc.file).stem().string());
   }
   if (!root.contains("problem"))
     doc.at("").fail(
@@ -102,16 +102,11 @@ experiment_spec parse_experiment(const document& doc) {
     s.budget.wall_seconds = positive_number(doc, b, "wall_time_s", false);
     s.budget.simulated_seconds = positive_number(doc, b, "simulated_time_s", false);
   }
-  if (root.contains("seed")) {
-    const auto& v = root["seed"];
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
-      doc.at("seed").fail("expected a non-negative integer, got " + v.dump());
-    s.seed = v.get<std::uint64_t>();
-  }
+  if (root.contains("seed")) s.seed = seed_value(root["seed"], doc.at("seed"));
   if (root.contains("batch_size")) {
     const auto& v = root["batch_size"];
     if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 1'000'000)
-      doc.at("batch_size").fail("expected a positive integer, got " + v.dump());
+      doc.at("batch_size").fail("expected a positive integer, got " + describe_json(v));
     s.batch_size = v.get<std::size_t>();
   }
   if (root.contains("schedule")) {
@@ -123,16 +118,12 @@ experiment_spec parse_experiment(const document& doc) {
     else
       doc.at("schedule").fail("expected continuous (propose as results arrive) or batches (wait for each batch)");
   }
+  // Without `output:` the folder is chosen when the run starts (kf::choose_run_folder): a fresh one
+  // under runs/, or with --resume the latest unfinished run of this experiment.
   if (root.contains("output")) {
     if (!root["output"].is_string() || root["output"].get<std::string>().empty())
       doc.at("output").fail("expected a folder path");
     s.output = root["output"].get<std::string>();
-  } else {
-    // No output folder given: a fresh, timestamped one, so that running a config twice never collides.
-    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
-    s.output = std::filesystem::path("runs") / (s.name + "-" + stamp);
   }
   return s;
 }

@@ -66,7 +66,7 @@ expression parse_expr(const document& doc, const json& v, const std::string& key
   else if (v.is_number() || v.is_boolean())
     text = v.dump();
   else
-    doc.at(key).fail("expected an expression (a string or a number), got " + v.dump());
+    doc.at(key).fail("expected an expression (a string or a number), got " + describe_json(v));
   try {
     return expression::parse(text);
   } catch (const error& e) {

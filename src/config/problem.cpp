@@ -1,5 +1,7 @@
 #include "kforge/problem.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "kforge/error.hpp"
@@ -89,7 +91,7 @@ search_space t1_space(const document& doc) {
             known |= ps[k].is_string() && p.name == ps[k].get<std::string>();
           if (!known)
             doc.at(base + ".Parameters[" + std::to_string(k) + "]")
-                .fail("not a tuning parameter: " + ps[k].dump());
+                .fail("not a tuning parameter: " + describe_json(ps[k]));
         }
       }
     }
@@ -110,7 +112,10 @@ problem load_t1(const std::string& path) {
   p.source_kind = "t1";
   p.source_file = path;
   p.base_dir = doc.base_dir;
-  if (doc.root.contains("KernelSpecification")) p.kernel = doc.root.at("KernelSpecification");
+  if (doc.root.contains("KernelSpecification")) {
+    p.kernel = doc.root.at("KernelSpecification");
+    if (p.kernel.is_object() && p.kernel.contains("ProblemSize")) p.problem_size = p.kernel["ProblemSize"];
+  }
   if (doc.root.contains("General") && doc.root["General"].is_object() &&
       doc.root["General"].contains("BenchmarkName") && doc.root["General"]["BenchmarkName"].is_string())
     p.name = doc.root["General"]["BenchmarkName"].get<std::string>();
@@ -125,6 +130,7 @@ problem load_cache_problem(const std::string& path) {
   p.source_file = path;
   p.base_dir = std::filesystem::path(path).parent_path();
   p.name = f->kernel_name;
+  p.problem_size = f->problem_size;
   return p;
 }
 
@@ -136,8 +142,47 @@ problem load_kernel_problem(const std::string& path) {
   p.source_kind = "kernel";
   p.source_file = path;
   p.base_dir = spec->base_dir;
+  if (!spec->time_shapes.empty()) {
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const auto& [name, v] : spec->time_shapes.front())
+      sizes.push_back(to_json(v));
+    p.problem_size = std::move(sizes);
+  }
   p.kernel_desc = std::move(spec);
   return p;
+}
+
+space_check check_space(const search_space& space) {
+  space_check c;
+  try {
+    c.valid = space.valid().size();
+  } catch (const error&) {
+    return c;  // too large to enumerate: strategies sample it
+  }
+  c.enumerated = true;
+  const auto st = space.stats();
+  c.combinations = st.cartesian_size;
+  c.raised_configurations = st.raised_configurations;
+  c.first_raise = st.first_error;
+  return c;
+}
+
+std::string space_check::warnings() const {
+  if (!enumerated) return "";
+  std::string out;
+  char buf[160];
+  if (raised_configurations > 0) {
+    std::snprintf(buf, sizeof buf, "%.0f of %.0f configurations (%.3g%%)", raised_configurations,
+                  combinations, 100.0 * raised_configurations / std::max(1.0, combinations));
+    out += "warning: a constraint raised on " + std::string(buf) +
+           ", which count as invalid; first: " + first_raise + "\n";
+  }
+  if (valid == 0) {
+    std::snprintf(buf, sizeof buf, "%.0f", combinations);
+    out +=
+        "warning: no configuration of the " + std::string(buf) + " combinations satisfies the constraints\n";
+  }
+  return out;
 }
 
 namespace {

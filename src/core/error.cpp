@@ -4,10 +4,30 @@
 
 namespace kf {
 
+namespace {
+// Moves `at` back to the start of a UTF-8 character.
+std::size_t char_boundary(std::string_view s, std::size_t at) {
+  while (at > 0 && at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80)
+    --at;
+  return at;
+}
+}  // namespace
+
+std::string excerpt(std::string_view text, std::size_t max) {
+  if (text.size() <= max) return std::string(text);
+  return std::string(text.substr(0, char_boundary(text, max))) + "... (" + std::to_string(text.size()) +
+         " characters in all)";
+}
+
 std::string caret_excerpt(const std::string& source, std::size_t position) {
+  constexpr std::size_t before = 120, after = 120;
   position = std::min(position, source.size());
-  std::string out = "  " + source + "\n  " + std::string(position, ' ') + "^";
-  return out;
+  const std::size_t first = char_boundary(source, position > before ? position - before : 0);
+  const std::size_t last = char_boundary(source, std::min(source.size(), position + after));
+  const std::string lead = first > 0 ? "..." : "";
+  const std::string tail = last < source.size() ? "..." : "";
+  return "  " + lead + source.substr(first, last - first) + tail + "\n  " +
+         std::string(lead.size() + position - first, ' ') + "^";
 }
 
 config_error::config_error(std::string file, std::string key_path, std::string reason)

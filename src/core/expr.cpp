@@ -25,8 +25,8 @@ const detail::expr_program& none_program() {
   std::string names;
   for (const auto& n : p.free_names)
     names += (names.empty() ? "" : ", ") + n;
-  throw error("expression '" + p.source + "' takes " + std::to_string(p.free_names.size()) + " value(s) (" +
-              names + ") but " + std::to_string(given) + " were given");
+  throw error("expression '" + excerpt(p.source, 200) + "' takes " + std::to_string(p.free_names.size()) +
+              " value(s) (" + names + ") but " + std::to_string(given) + " were given");
 }
 
 }  // namespace

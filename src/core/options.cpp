@@ -1,5 +1,6 @@
 #include "kforge/options.hpp"
 
+#include <cctype>
 #include <cmath>
 
 #include "kforge/error.hpp"
@@ -147,7 +148,7 @@ options::options(std::span<const option_spec> specs, const nlohmann::json& param
       continue;
     }
     auto expect = [&](const std::string& what) {
-      loc.fail("expected " + what + ", got " + json_kind(v) + " " + v.dump());
+      loc.fail("expected " + what + ", got " + json_kind(v) + " " + describe_json(v));
     };
     switch (o.type) {
       case option_type::integer:
@@ -177,8 +178,10 @@ options::options(std::span<const option_spec> specs, const nlohmann::json& param
     }
     if (v.is_number()) {
       const double x = v.get<double>();
-      if (o.min && x < *o.min) loc.fail("must be >= " + nlohmann::json(*o.min).dump() + ", got " + v.dump());
-      if (o.max && x > *o.max) loc.fail("must be <= " + nlohmann::json(*o.max).dump() + ", got " + v.dump());
+      if (o.min && !(x >= *o.min))
+        loc.fail("must be >= " + describe_json(*o.min) + ", got " + describe_json(v));
+      if (o.max && !(x <= *o.max))
+        loc.fail("must be <= " + describe_json(*o.max) + ", got " + describe_json(v));
     }
     if (!o.choices.empty() && v.is_string()) {
       bool ok = false;
@@ -187,7 +190,7 @@ options::options(std::span<const option_spec> specs, const nlohmann::json& param
         ok |= c == v.get<std::string>();
         list += (list.empty() ? "" : ", ") + c;
       }
-      if (!ok) loc.fail("expected one of " + list + ", got " + v.dump());
+      if (!ok) loc.fail("expected one of " + list + ", got " + describe_json(v));
     }
     values_[o.name] = std::move(v);
   }
@@ -224,6 +227,104 @@ void options::fail(std::string_view name, const std::string& reason) const {
   where_.child(name).fail(reason);
 }
 
+namespace {
+// Appends v to out; returns false once out is longer than max (the caller stops).
+bool append_json(const nlohmann::json& v, std::string& out, std::size_t max) {
+  if (out.size() > max) return false;
+  switch (v.type()) {
+    case nlohmann::json::value_t::number_float: {
+      const double x = v.get<double>();
+      if (std::isnan(x))
+        out += "nan";
+      else if (std::isinf(x))
+        out += x > 0 ? "inf" : "-inf";
+      else
+        out += v.dump();
+      break;
+    }
+    case nlohmann::json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const auto& e : v) {
+        if (!first) out += ", ";
+        first = false;
+        if (!append_json(e, out, max)) return false;
+      }
+      out += ']';
+      break;
+    }
+    case nlohmann::json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [k, e] : v.items()) {
+        if (!first) out += ", ";
+        first = false;
+        out += nlohmann::json(k).dump() + ": ";
+        if (!append_json(e, out, max)) return false;
+      }
+      out += '}';
+      break;
+    }
+    case nlohmann::json::value_t::string:
+      if (v.get_ref<const std::string&>().size() > max) {
+        out += nlohmann::json(excerpt(v.get_ref<const std::string&>(), max)).dump();
+        return false;
+      }
+      out += v.dump();
+      break;
+    default:
+      out += v.dump();
+  }
+  return out.size() <= max;
+}
+}  // namespace
+
+std::string describe_json(const nlohmann::json& v, std::size_t max) {
+  std::string out;
+  if (!append_json(v, out, max)) return excerpt(out, max) + (out.size() <= max ? " ..." : "");
+  return out;
+}
+
+std::uint64_t seed_value(const nlohmann::json& v, const config_location& where) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0)
+    return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  where.fail("expected a non-negative integer (0 to 18446744073709551615), got " + describe_json(v));
+}
+
+namespace {
+bool name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '+' || c == '-';
+}
+}  // namespace
+
+void check_name(const std::string& name, const config_location& where) {
+  constexpr std::size_t max_length = 64;
+  if (name.empty()) where.fail("expected a non-empty name");
+  if (name.size() > max_length)
+    where.fail("a name is at most " + std::to_string(max_length) +
+               " characters (it names the run's folder), got " + std::to_string(name.size()) + ": " +
+               describe_json(name, 80));
+  for (char c : name)
+    if (!name_char(c))
+      where.fail(
+          "a name is one folder name: letters, digits and . _ + - only (it names the run's folder), got " +
+          describe_json(name, 80));
+  if (!std::isalnum(static_cast<unsigned char>(name[0])))
+    where.fail("a name starts with a letter or a digit, got " + describe_json(name, 80));
+}
+
+std::string sanitized_name(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() == 64) break;
+    out += name_char(c) ? c : '_';
+  }
+  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out[0])))
+    out.erase(0, 1);
+  return out.empty() ? "run" : out;
+}
+
 std::string describe_options(std::span<const option_spec> specs) {
   std::string out;
   for (const auto& o : specs) {
@@ -233,8 +334,13 @@ std::string describe_options(std::span<const option_spec> specs) {
     else if (!o.default_value.is_null())
       out += ", default " + o.default_value.dump();
     if (o.min || o.max) {
-      out += ", range [" + (o.min ? nlohmann::json(*o.min).dump() : std::string("-inf")) + ", " +
-             (o.max ? nlohmann::json(*o.max).dump() : std::string("inf")) + "]";
+      // An integer option's bounds read as integers (2, not 2.0).
+      const auto bound = [&](double x) {
+        return o.type == option_type::integer ? std::to_string(static_cast<std::int64_t>(x))
+                                              : describe_json(x);
+      };
+      out += ", range [" + (o.min ? bound(*o.min) : std::string("-inf")) + ", " +
+             (o.max ? bound(*o.max) : std::string("inf")) + "]";
     }
     if (!o.choices.empty()) {
       out += ", one of";

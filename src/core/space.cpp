@@ -12,6 +12,7 @@
 #include <set>
 
 #include "kforge/error.hpp"
+#include "kforge/options.hpp"
 
 namespace kf {
 
@@ -41,7 +42,7 @@ param make_param(std::string name, param_type type, std::vector<value> values) {
   p.name = std::move(name);
   p.type = type;
   p.ordered = type != param_type::string;
-  if (values.empty()) throw error("parameter '" + p.name + "' has no values");
+  if (values.empty()) throw error("parameter '" + excerpt(p.name, 100) + "' has no values");
   p.values.reserve(values.size());
   for (auto& v : values) {
     auto bad = [&](const char* what) {
@@ -153,6 +154,9 @@ struct search_space::impl {
   mutable std::string enum_error;
   mutable enumeration_stats stats;
 
+  // Whether `c` satisfies `cc`. A constraint that raises counts as violated (or rethrows when
+  // throw_on_error); it then adds one to *errors and, when *first_error is empty, describes the
+  // expression, the values it was given and why it raised.
   bool eval(const compiled_constraint& cc, std::span<const std::uint32_t> c, bool throw_on_error,
             std::uint64_t* errors, std::string* first_error) const {
     const value* slots[64];
@@ -171,9 +175,22 @@ struct search_space::impl {
     } catch (const error& e) {
       if (throw_on_error) throw;
       if (errors) ++*errors;
-      if (first_error && first_error->empty()) *first_error = "constraint '" + cc.source + "': " + e.what();
+      if (first_error && first_error->empty()) *first_error = describe_raise(cc, c, e);
       return false;
     }
+  }
+
+  // "constraint 'a / b > 1' raised at {a=4, b=0}: division by zero" (one line, bounded).
+  std::string describe_raise(const compiled_constraint& cc, std::span<const std::uint32_t> c,
+                             const error& e) const {
+    std::string at;
+    for (auto p : cc.params)
+      at += (at.empty() ? "" : ", ") + excerpt(params[p].name, 60) + "=" +
+            excerpt(params[p].values[c[p]].repr(), 60);
+    const auto* ee = dynamic_cast<const eval_error*>(&e);
+    std::string why = ee ? ee->reason() : e.what();
+    std::replace(why.begin(), why.end(), '\n', ' ');
+    return "constraint '" + excerpt(cc.source, 200) + "' raised at {" + at + "}: " + excerpt(why, 200);
   }
 
   void enumerate() const;
@@ -261,8 +278,13 @@ void search_space::impl::enumerate() const {
     strides[i - 1] = strides[i] * radices[i];
 
   std::atomic<std::uint64_t> nodes{0}, evals{0}, errors{0};
-  std::mutex err_mu;
   std::string first_error;
+
+  // Configurations below depth k of the order (a constraint that raises there removes that many).
+  std::vector<double> below(d + 1, 1);
+  for (std::size_t k = d; k-- > 0;)
+    below[k] = below[k + 1] * radices[order[k]];
+  double raised = 0;  // configurations removed because a constraint raised (serial parts)
 
   // Constant constraints (no parameters): decide the whole space.
   {
@@ -274,9 +296,11 @@ void search_space::impl::enumerate() const {
       if (!eval(constraints[ci], empty, false, &e, &msg)) {
         errors += e;
         if (!msg.empty()) first_error = msg;
+        if (e) raised = cart;
         valid = std::make_unique<valid_set>(std::vector<std::uint64_t>{}, radices);
         stats.constraint_evaluations = evals;
         stats.constraint_errors = errors;
+        stats.raised_configurations = raised;
         stats.first_error = first_error;
         return;
       }
@@ -310,7 +334,7 @@ void search_space::impl::enumerate() const {
             ok = false;
             if (e) {
               errors += e;
-              std::lock_guard lk(err_mu);
+              raised += below[k + 1];
               if (first_error.empty()) first_error = msg;
             }
             break;
@@ -324,6 +348,10 @@ void search_space::impl::enumerate() const {
   }
 
   std::vector<std::vector<std::uint64_t>> chunks(prefixes.size());
+  // Per prefix: the first raise below it and the configurations raises removed, so that the reported
+  // first raise is the first in enumeration order whatever the threads' timing.
+  std::vector<std::string> chunk_first_error(prefixes.size());
+  std::vector<double> chunk_raised(prefixes.size(), 0);
   std::atomic<std::size_t> total{0};
   std::atomic<bool> too_many{false};
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, prefixes.size()), [&](const auto& range) {
@@ -331,7 +359,7 @@ void search_space::impl::enumerate() const {
       config c = prefixes[i];
       auto& out = chunks[i];
       std::uint64_t local_nodes = 0, local_evals = 0, local_errors = 0;
-      std::string local_first;
+      std::string& local_first = chunk_first_error[i];
       // Iterative DFS over order[split..d).
       std::vector<std::uint32_t> next(d, 0);
       std::size_t k = split;
@@ -356,7 +384,9 @@ void search_space::impl::enumerate() const {
           bool ok = true;
           for (auto ci : at_depth[k + 1]) {
             ++local_evals;
+            const auto errors_before = local_errors;
             if (!eval(constraints[ci], c, false, &local_errors, &local_first)) {
+              if (local_errors != errors_before) chunk_raised[i] += below[k + 1];
               ok = false;
               break;
             }
@@ -376,16 +406,17 @@ void search_space::impl::enumerate() const {
       nodes += local_nodes;
       evals += local_evals;
       errors += local_errors;
-      if (!local_first.empty()) {
-        std::lock_guard lk(err_mu);
-        if (first_error.empty()) first_error = local_first;
-      }
       if (total.fetch_add(out.size()) + out.size() > max_valid_configs()) too_many = true;
     }
   });
+  for (std::size_t i = 0; i < prefixes.size(); ++i) {
+    raised += chunk_raised[i];
+    if (first_error.empty()) first_error = std::move(chunk_first_error[i]);
+  }
   stats.nodes_visited = nodes;
   stats.constraint_evaluations = evals;
   stats.constraint_errors = errors;
+  stats.raised_configurations = raised;
   stats.first_error = first_error;
   if (too_many) {
     enum_error =
@@ -419,14 +450,15 @@ search_space::search_space(std::vector<param> params, std::vector<std::string> c
   std::set<std::string, std::less<>> names;
   for (const auto& p : m.params) {
     if (p.name.empty()) throw error("a parameter has an empty name");
-    if (!names.insert(p.name).second) throw error("parameter '" + p.name + "' is declared twice");
-    if (p.values.empty()) throw error("parameter '" + p.name + "' has no values");
+    if (!names.insert(p.name).second)
+      throw error("parameter '" + excerpt(p.name, 100) + "' is declared twice");
+    if (p.values.empty()) throw error("parameter '" + excerpt(p.name, 100) + "' has no values");
     if (p.values.size() > std::numeric_limits<std::uint32_t>::max())
       throw error("parameter '" + p.name + "' has too many values");
     m.radices.push_back(static_cast<std::uint32_t>(p.values.size()));
   }
   for (const auto& [name, v] : m.constants)
-    if (names.count(name)) throw error("'" + name + "' is both a parameter and a constant");
+    if (names.count(name)) throw error("'" + excerpt(name, 100) + "' is both a parameter and a constant");
   for (std::size_t i = 0; i < m.constraint_sources.size(); ++i) {
     const auto& src = m.constraint_sources[i];
     compiled_constraint cc;
@@ -434,7 +466,7 @@ search_space::search_space(std::vector<param> params, std::vector<std::string> c
     try {
       cc.expr = expression::parse(src);
     } catch (const error& e) {
-      throw error("constraint " + std::to_string(i + 1) + " '" + src + "': " + e.what());
+      throw error("constraint " + std::to_string(i + 1) + " '" + excerpt(src, 200) + "': " + e.what());
     }
     for (const auto& n : cc.expr.free_names()) {
       slot_binding b;
@@ -445,8 +477,8 @@ search_space::search_space(std::vector<param> params, std::vector<std::string> c
         b.constant = &it->second;
       } else {
         const auto pos = src.find(n);
-        throw error("constraint " + std::to_string(i + 1) + " '" + src + "': unknown name '" + n +
-                    "' (not a parameter or constant)\n" +
+        throw error("constraint " + std::to_string(i + 1) + " '" + excerpt(src, 200) + "': unknown name '" +
+                    excerpt(n, 100) + "' (not a parameter or constant)\n" +
                     caret_excerpt(src, pos == std::string::npos ? 0 : pos));
       }
       cc.slots.push_back(b);
@@ -756,7 +788,7 @@ value from_json(const nlohmann::json& j) {
       return value(std::move(l));
     }
     default:
-      throw error("a JSON object is not a parameter value: " + j.dump());
+      throw error("a JSON object is not a parameter value: " + describe_json(j));
   }
 }
 

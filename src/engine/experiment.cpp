@@ -5,11 +5,13 @@
 #include <cmath>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 
 #include "kforge/error.hpp"
 #include "kforge/kforge.hpp"
+#include "kforge/run_folder.hpp"
 
 namespace kf {
 
@@ -35,6 +37,8 @@ std::string_view to_string(stop_reason r) noexcept {
       return "strategy finished";
     case stop_reason::space_exhausted:
       return "no unmeasured configuration left";
+    case stop_reason::interrupted:
+      return "interrupted";
   }
   return "?";
 }
@@ -68,6 +72,10 @@ class loop {
     strat_.initialize(space_, seed);
     load_stored();
     while (true) {
+      if (opts_.interrupt && opts_.interrupt->load()) {
+        res_.reason = stop_reason::interrupted;  // what is in flight is dropped, as by a kill
+        break;
+      }
       if (!stopping_) {
         if (auto r = budget_reached()) stop(*r);
       }
@@ -285,8 +293,7 @@ run_result run_loop(const search_space& space, strategy& strat, evaluator& eval,
   return loop(space, strat, eval, budget, batch_size, store, opts).run(seed);
 }
 
-namespace {
-json spec_fingerprint(const experiment_spec& s) {
+json experiment_fingerprint(const experiment_spec& s) {
   json fp = {{"problem", {{"kind", s.prob.source_kind}, {"space", describe_space(s.prob.space)}}},
              {"strategy", {{"type", s.strategy.type}, {"params", s.strategy.params}}},
              {"evaluator", {{"type", s.evaluator.type}, {"params", s.evaluator.params}}},
@@ -294,52 +301,143 @@ json spec_fingerprint(const experiment_spec& s) {
              {"batch_size", s.batch_size ? json(*s.batch_size) : json(nullptr)}};
   // Only when not the default, so that runs stored before the key existed still resume.
   if (s.schedule == schedule_mode::batches) fp["schedule"] = "batches";
-  return fp;
+  return canonical_fingerprint(std::move(fp), s.base_dir);
+}
+
+std::filesystem::path choose_run_folder(const experiment_spec& spec, bool resume, std::ostream* log) {
+  if (!spec.output.empty()) return spec.output;
+  if (!resume) return create_run_folder(default_runs_root, spec.name, spec.seed);
+  const auto runs = find_runs(default_runs_root, experiment_fingerprint(spec));
+  for (const auto& r : runs)
+    if (!r.finished) {
+      if (log)
+        *log << "resuming " << r.folder.string() << " (" << r.trials
+             << " trials stored): the latest unfinished run of this experiment\n";
+      return r.folder;
+    }
+  std::string why = "no unfinished run of experiment '" + spec.name + "' with seed " +
+                    std::to_string(spec.seed) + " and this config under " + default_runs_root.string() +
+                    "/ to resume";
+  if (!runs.empty())
+    why += " (the latest, " + runs.front().folder.string() + ", finished with " +
+           std::to_string(runs.front().trials) + " trials; to extend it give --output " +
+           runs.front().folder.string() + " and a larger budget)";
+  else
+    why += "; without --resume a new run starts";
+  throw config_error("command line", "--resume", why);
+}
+
+namespace {
+json iso_now() {
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Opens the store of a run about to start in `folder` (locked by the caller) and checks that it may:
+// a fresh run needs an empty folder, a resumed one a stored run of the same experiment.
+std::unique_ptr<run_store> open_run_store(const experiment_spec& spec, const std::filesystem::path& folder,
+                                          const json& fp, bool resume) {
+  auto store = std::make_unique<run_store>(folder);
+  const auto stored = store->meta("fingerprint");
+  if (resume && stored.is_null())
+    throw config_error(
+        "command line", "--resume",
+        "nothing to resume in " + folder.string() +
+            ": no run was stored there (run.sqlite is new or empty); without --resume a new run starts");
+  if (!resume && store->trial_count() > 0)
+    throw error("run folder " + folder.string() + " already holds a run of " +
+                std::to_string(store->trial_count()) +
+                " trials: pass --resume to continue it, or choose another output");
+  if (resume) {
+    const auto file = store->meta("config_file");
+    const std::filesystem::path base = file.is_string() && file.get<std::string>().rfind("embedded:", 0) != 0
+                                           ? std::filesystem::absolute(file.get<std::string>()).parent_path()
+                                           : std::filesystem::path();
+    if (const auto diff = fingerprint_difference(canonical_fingerprint(stored, base), fp); !diff.empty())
+      throw error("cannot resume: run folder " + folder.string() +
+                  " holds a run of another experiment: " + diff);
+  }
+  if (!store->has_meta("created_at")) store->set_meta("created_at", iso_now());
+  store->set_meta("fingerprint", fp);
+  store->set_meta("config", spec.raw);
+  store->set_meta("config_file", spec.file);
+  store->set_meta("space", describe_space(spec.prob.space));
+  store->set_meta("problem", {{"kind", spec.prob.source_kind},
+                              {"file", spec.prob.source_file},
+                              {"name", spec.prob.name},
+                              {"problem_size", spec.prob.problem_size}});
+  store->set_meta("kforge_version", std::string(version()));
+  store->set_meta("name", spec.name);
+  store->set_meta("finished", nullptr);  // this invocation has not finished (yet)
+  store->set_meta("interrupted", nullptr);
+  store->set_meta("failed", nullptr);
+  return store;
+}
+
+json budget_json(const budget_spec& b) {
+  json j = json::object();
+  if (b.evaluations) j["evaluations"] = *b.evaluations;
+  if (b.wall_seconds) j["wall_time_s"] = *b.wall_seconds;
+  if (b.simulated_seconds) j["simulated_time_s"] = *b.simulated_seconds;
+  return j;
 }
 }  // namespace
 
 run_result run_experiment(const experiment_spec& spec, const run_options& opts) {
   register_builtins();
   std::unique_ptr<run_store> store;
+  std::optional<run_lock> lock;
+  std::filesystem::path folder = spec.output;
   if (opts.use_store) {
-    store = std::make_unique<run_store>(spec.output);
-    const auto fp = spec_fingerprint(spec);
-    if (store->has_meta("fingerprint")) {
-      if (!opts.resume && store->trial_count() > 0)
-        throw error("run folder " + spec.output.string() + " already holds a run of " +
-                    std::to_string(store->trial_count()) +
-                    " trials: pass --resume to continue it, or choose another output");
-      if (opts.resume && store->meta("fingerprint") != fp)
-        throw error(
-            "cannot resume: run folder " + spec.output.string() +
-            " holds a run of another experiment (problem, strategy, evaluator, seed or batch size differ)");
-    }
-    store->set_meta("fingerprint", fp);
-    store->set_meta("config", spec.raw);
-    store->set_meta("config_file", spec.file);
-    store->set_meta("space", describe_space(spec.prob.space));
-    store->set_meta("kforge_version", std::string(version()));
-    store->set_meta("name", spec.name);
+    folder = choose_run_folder(spec, opts.resume, opts.log);
+    std::error_code ec;
+    const auto stored_bytes = std::filesystem::file_size(folder / "run.sqlite", ec);
+    if (opts.resume && (ec || stored_bytes == 0))  // missing or empty
+      throw config_error("command line", "--resume",
+                         "nothing to resume in " + folder.string() +
+                             ": no run was stored there (run.sqlite is missing or empty); without --resume a "
+                             "new run starts");
+    lock.emplace(folder);  // held until the run ends; refused at once when another process holds it
+    store = open_run_store(spec, folder, experiment_fingerprint(spec), opts.resume);
+    // What this invocation runs (the config may have been overridden on the command line).
+    store->set_meta("run", {{"strategy", {{"type", spec.strategy.type}, {"params", spec.strategy.params}}},
+                            {"evaluator", {{"type", spec.evaluator.type}, {"params", spec.evaluator.params}}},
+                            {"seed", spec.seed},
+                            {"budget", budget_json(spec.budget)},
+                            {"batch_size", spec.batch_size ? json(*spec.batch_size) : json(nullptr)}});
   }
-  auto strat = strategy_registry().create(spec.strategy);
-  strat.set_name(spec.strategy.type);
-  const evaluator_context ctx{spec.prob, spec.base_dir, spec.output};
-  auto eval = evaluator_registry().create(spec.evaluator, ctx);
-  if (store) store->set_meta("evaluator", eval.describe());
-  const std::size_t batch = spec.batch_size ? *spec.batch_size : std::max<std::size_t>(1, eval.parallelism());
-  run_options o = opts;
-  o.schedule = spec.schedule;
-  auto res = run_loop(spec.prob.space, strat, eval, spec.budget, spec.seed, batch, store.get(), o);
+  run_result res;
+  try {
+    auto strat = strategy_registry().create(spec.strategy);
+    strat.set_name(spec.strategy.type);
+    const evaluator_context ctx{spec.prob, spec.base_dir, folder};
+    auto eval = evaluator_registry().create(spec.evaluator, ctx);
+    if (store) store->set_meta("evaluator", eval.describe());
+    const std::size_t batch =
+        spec.batch_size ? *spec.batch_size : std::max<std::size_t>(1, eval.parallelism());
+    run_options o = opts;
+    o.schedule = spec.schedule;
+    res = run_loop(spec.prob.space, strat, eval, spec.budget, spec.seed, batch, store.get(), o);
+    if (store) store->set_meta("evaluator", eval.describe());  // again: restarts, profiling state at the end
+  } catch (const std::exception& e) {
+    if (store) store->set_meta("failed", {{"error", excerpt(e.what(), 2000)}, {"at", iso_now()}});
+    throw;
+  }
+  res.folder = folder;
   if (store) {
-    store->set_meta("evaluator", eval.describe());  // again: restarts, profiling state at the end
-    json fin = {{"reason", std::string(to_string(res.reason))},
+    json rec = {{"reason", std::string(to_string(res.reason))},
                 {"trials", res.history.size()},
-                {"clock_s", res.clock_s}};
+                {"clock_s", res.clock_s},
+                {"at", iso_now()}};
     if (const auto* b = res.history.best())
-      fin["best"] = {{"sequence", b->sequence},
+      rec["best"] = {{"sequence", b->sequence},
                      {"time_ms", b->time_ms},
                      {"configuration", spec.prob.space.to_json(b->cfg)}};
-    store->set_meta("finished", fin);
+    store->set_meta(res.reason == stop_reason::interrupted ? "interrupted" : "finished", rec);
   }
   return res;
 }

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -15,10 +18,21 @@ namespace kf {
 namespace {
 using json = nlohmann::json;
 
+// A recorded number, or `fallback` when the field is absent, not a number, or not finite (Python's json
+// writes NaN and Infinity; a cost or duration that is not finite is unknown).
 double number_or(const json& obj, const char* key, double fallback) {
   auto it = obj.find(key);
   if (it == obj.end() || !it->is_number()) return fallback;
-  return it->get<double>();
+  const double x = it->get<double>();
+  return std::isfinite(x) ? x : fallback;
+}
+
+// Kernel Tuner's key of a record: the str() of its parameter values, joined by ",".
+std::string kernel_tuner_key(const recorded_record& r, const std::vector<std::string>& names) {
+  std::string k;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    k += (i ? "," : "") + r.params.at(names[i]).str();
+  return k;
 }
 
 void set_times(trial& t, std::vector<double> times_ms) {
@@ -36,6 +50,7 @@ recorded_file read_kernel_tuner(const json& root, const std::string& path) {
   f.format = "kernel_tuner";
   if (root.contains("device_name") && root["device_name"].is_string()) f.device_name = root["device_name"];
   if (root.contains("kernel_name") && root["kernel_name"].is_string()) f.kernel_name = root["kernel_name"];
+  if (root.contains("problem_size")) f.problem_size = root["problem_size"];
   const auto& keys = root.at("tune_params_keys");
   for (const auto& k : keys)
     f.param_names.push_back(k.get<std::string>());
@@ -56,6 +71,9 @@ recorded_file read_kernel_tuner(const json& root, const std::string& path) {
       if (it == rec.end()) throw error(path + ": cache record '" + key + "' lacks parameter '" + name + "'");
       r.params.emplace(name, from_json(*it));
     }
+    if (const auto expected = kernel_tuner_key(r, f.param_names); expected != key)
+      throw error(path + ": cache record '" + key +
+                  "' disagrees with its parameter values, which give the key '" + expected + "'");
     trial& t = r.result;
     t.cost.compile = number_or(rec, "compile_time", 0) / 1e3;
     t.cost.check = number_or(rec, "verification_time", 0) / 1e3;
@@ -79,15 +97,29 @@ recorded_file read_kernel_tuner(const json& root, const std::string& path) {
       if (rec.contains("error") && rec["error"].is_string())
         t.error += ": " + rec["error"].get<std::string>();
     } else {
+      // Runs that are not finite numbers (NaN, Infinity) are no measurement; a record with no finite
+      // time at all is a failed launch.
       std::vector<double> times;
+      bool any_time = false;
       if (rec.contains("times") && rec["times"].is_array())
         for (const auto& x : rec["times"])
-          if (x.is_number()) times.push_back(x.get<double>());
-      if (times.empty() && tm != rec.end() && tm->is_number()) times.push_back(tm->get<double>());
-      if (times.empty()) throw error(path + ": cache record '" + key + "' has no time");
-      t.st = status::ok;
-      set_times(t, std::move(times));
-      t.metrics["recorded_mean_time_ms"] = number_or(rec, "time", t.time_ms);
+          if (x.is_number()) {
+            any_time = true;
+            if (std::isfinite(x.get<double>())) times.push_back(x.get<double>());
+          }
+      if (times.empty() && tm != rec.end() && tm->is_number()) {
+        any_time = true;
+        if (std::isfinite(tm->get<double>())) times.push_back(tm->get<double>());
+      }
+      if (!any_time) throw error(path + ": cache record '" + key + "' has no time");
+      if (times.empty()) {
+        t.st = status::launch_failed;
+        t.error = "recorded time is not a finite number";
+      } else {
+        t.st = status::ok;
+        set_times(t, std::move(times));
+        t.metrics["recorded_mean_time_ms"] = number_or(rec, "time", t.time_ms);
+      }
       for (const char* m : {"GFLOP/s", "GB/s", "registers", "power", "energy"})
         if (rec.contains(m) && rec[m].is_number()) t.metrics[m] = rec[m].get<double>();
     }
@@ -129,9 +161,15 @@ recorded_file read_t4(const json& root, const std::string& path) {
     t.cost.framework = number_or(times, "framework", 0) * to_ms / 1e3;
     t.cost.strategy = number_or(times, "search_algorithm", 0) * to_ms / 1e3;
     std::vector<double> runs;
+    bool non_finite_runs = false;
     if (times.contains("runtimes") && times["runtimes"].is_array())
       for (const auto& x : times["runtimes"])
-        if (x.is_number()) runs.push_back(x.get<double>() * to_ms);
+        if (x.is_number()) {
+          if (std::isfinite(x.get<double>()))
+            runs.push_back(x.get<double>() * to_ms);
+          else
+            non_finite_runs = true;
+        }
     double runs_sum = 0;
     for (double x : runs)
       runs_sum += x;
@@ -154,8 +192,15 @@ recorded_file read_t4(const json& root, const std::string& path) {
     if (t.st == status::ok) {
       if (runs.empty() && res.contains("measurements")) {
         for (const auto& m : res["measurements"])
-          if (m.value("name", "") == "time" && m["value"].is_number())
+          if (m.value("name", "") == "time" && m["value"].is_number() &&
+              std::isfinite(m["value"].get<double>()))
             runs.push_back(m["value"].get<double>() * to_ms);
+      }
+      if (runs.empty() && non_finite_runs) {
+        t.st = status::launch_failed;
+        t.error = "recorded runtimes are not finite numbers";
+        f.records.push_back(std::move(r));
+        continue;
       }
       if (runs.empty())
         throw error(path + ": results[" + std::to_string(i) + "] is correct but has no runtimes");
@@ -260,7 +305,7 @@ recorded_file read_ktt(const json& root, const std::string& path) {
 recorded_file read_recorded(const std::string& path) {
   json root;
   try {
-    root = json::parse(read_file(path));
+    root = parse_json(read_file(path));
   } catch (const json::parse_error& e) {
     throw error(path + ": not valid JSON: " + e.what());
   }

@@ -31,8 +31,9 @@ score_job load_score_job(const std::string& path) {
   const auto doc = load_document(path);
   const auto& root = doc.root;
   if (!root.is_object()) doc.at("").fail("expected a mapping (spaces, strategies, seeds, ...)");
-  static const std::set<std::string> known = {"spaces",       "strategies", "seeds",      "seed_base",
-                                              "cutoff_start", "cutoff_end", "resolution", "budget_margin", "external"};
+  static const std::set<std::string> known = {"spaces",     "strategies",    "seeds",
+                                              "seed_base",  "cutoff_start",  "cutoff_end",
+                                              "resolution", "budget_margin", "external"};
   for (const auto& [k, v] : root.items())
     if (!known.count(k))
       doc.at(k).fail(
@@ -85,11 +86,12 @@ score_job load_score_job(const std::string& path) {
     if (!root.contains(k)) return std::nullopt;
     const auto& v = root[k];
     if (!v.is_number() || (integer && !v.is_number_integer()))
-      doc.at(k).fail(std::string("expected ") + (integer ? "an integer" : "a number") + ", got " + v.dump());
+      doc.at(k).fail(std::string("expected ") + (integer ? "an integer" : "a number") + ", got " +
+                     describe_json(v));
     const double x = v.get<double>();
     if (x < lo || x > hi)
       doc.at(k).fail("expected a value in [" + json(lo).dump() + ", " + json(hi).dump() + "], got " +
-                     v.dump());
+                     describe_json(v));
     return x;
   };
   if (auto x = number("seeds", 1, 1e6, true)) job.seeds = static_cast<std::size_t>(*x);
@@ -103,7 +105,8 @@ score_job load_score_job(const std::string& path) {
   if (root.contains("external")) {
     if (!root["external"].is_array()) doc.at("external").fail("expected a list of files");
     for (std::size_t i = 0; i < root["external"].size(); ++i) {
-      if (!root["external"][i].is_string()) doc.at("external[" + std::to_string(i) + "]").fail("expected a file path");
+      if (!root["external"][i].is_string())
+        doc.at("external[" + std::to_string(i) + "]").fail("expected a file path");
       job.external.push_back(resolve_path(root["external"][i].get<std::string>(), doc.base_dir));
     }
   }
@@ -113,11 +116,13 @@ score_job load_score_job(const std::string& path) {
 namespace {
 // Traces of another tool's runs: each run's configurations in the order visited, replayed on the
 // recording's costs and cut at the budget the way run_loop cuts kforge's runs.
-std::vector<run_trace> external_traces(const std::vector<std::vector<std::string>>& runs, const recorded_file& rec,
-                                       const search_space& space, double budget_s, const std::string& what) {
+std::vector<run_trace> external_traces(const std::vector<std::vector<std::string>>& runs,
+                                       const recorded_file& rec, const search_space& space, double budget_s,
+                                       const std::string& what) {
   const auto bound = bind_records(rec, space);
   std::map<std::string, std::size_t> by_key;
-  for (const auto& [c, idx] : bound.entries) by_key.emplace(space.key(c), idx);
+  for (const auto& [c, idx] : bound.entries)
+    by_key.emplace(space.key(c), idx);
   std::vector<run_trace> out;
   for (const auto& run : runs) {
     run_trace trace;
@@ -175,16 +180,19 @@ score_table run_score_job(const score_job& job, const std::function<void(const s
     } catch (const std::exception& e) {
       throw error("external runs " + f + ": " + e.what());
     }
-    if (!j.contains("runs") || !j["runs"].is_object()) throw error("external runs " + f + ": no 'runs' mapping");
+    if (!j.contains("runs") || !j["runs"].is_object())
+      throw error("external runs " + f + ": no 'runs' mapping");
     for (const auto& sp : job.spaces) {
-      if (!j["runs"].contains(sp.name)) throw error("external runs " + f + " have no runs for space " + sp.name);
+      if (!j["runs"].contains(sp.name))
+        throw error("external runs " + f + " have no runs for space " + sp.name);
       for (const auto& [name, runs] : j["runs"][sp.name].items())
         if (std::find(external_names.begin(), external_names.end(), name) == external_names.end())
           external_names.push_back(name);
     }
     externals.push_back(std::move(j));
   }
-  for (const auto& n : external_names) table.strategies.push_back(n);
+  for (const auto& n : external_names)
+    table.strategies.push_back(n);
   for (const auto& sp : job.spaces) {
     const auto rec = load_recorded_cached(sp.recording);
     const space_statistics stats(*rec);

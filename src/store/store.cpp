@@ -1,9 +1,13 @@
 #include "kforge/store.hpp"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "kforge/error.hpp"
 
@@ -62,16 +66,29 @@ std::string indices_text(const config& c) {
   return s;
 }
 
-config parse_indices(const std::string& s) {
+// "3,0,12" -> {3, 0, 12}; nullopt when damaged.
+std::optional<config> parse_indices(const std::string& s) {
   config c;
   std::size_t i = 0;
   while (i < s.size()) {
     std::size_t j = s.find(',', i);
     if (j == std::string::npos) j = s.size();
-    c.push_back(static_cast<std::uint32_t>(std::stoul(s.substr(i, j - i))));
+    std::uint32_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data() + i, s.data() + j, v);
+    if (ec != std::errc() || end != s.data() + j) return std::nullopt;
+    c.push_back(v);
     i = j + 1;
   }
   return c;
+}
+
+// A JSON text stored in the database; a damaged one is an error naming the file and the record.
+json parse_stored(const std::string& text, const std::filesystem::path& file, const std::string& what) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw error("'" + file.string() + "': " + what + " is damaged (not JSON: " + e.what() + ")");
+  }
 }
 
 json nan_safe(double x) {
@@ -82,26 +99,46 @@ json nan_safe(double x) {
 struct run_store::impl {
   std::filesystem::path dir;
   sqlite3* db = nullptr;
+  std::filesystem::path private_copy;  // read_only of an unwritable folder with a WAL: removed at the end
   ~impl() {
     if (db) sqlite3_close(db);
+    std::error_code ec;
+    if (!private_copy.empty()) std::filesystem::remove_all(private_copy, ec);
   }
 };
 
-run_store::run_store(const std::filesystem::path& dir) : impl_(std::make_unique<impl>()) {
-  impl_->dir = dir;
+namespace {
+// A file: URI for SQLite (characters other than unreserved ones and '/' percent-encoded).
+std::string file_uri(const std::filesystem::path& p, const char* query) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string uri = "file:";
+  for (unsigned char c : std::filesystem::absolute(p).string()) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      uri += '%';
+      uri += hex[c >> 4];
+      uri += hex[c & 15];
+    }
+  }
+  return uri + "?" + query;
+}
+
+bool writable_folder(const std::filesystem::path& dir) {
+  return ::access(dir.c_str(), W_OK) == 0;
+}
+
+std::uintmax_t size_or_zero(const std::filesystem::path& p) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw error("cannot create run folder '" + dir.string() + "': " + ec.message());
-  const auto path = database_path().string();
-  if (sqlite3_open_v2(path.c_str(), &impl_->db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                      nullptr) != SQLITE_OK)
-    sql_fail(impl_->db, "open " + path);
-  sqlite3_busy_timeout(impl_->db, 5000);
+  const auto n = std::filesystem::file_size(p, ec);
+  return ec ? 0 : n;
+}
+
+void create_schema(sqlite3* db) {
   // WAL + NORMAL: a committed transaction survives the process being killed (not a power cut).
-  exec(impl_->db, "PRAGMA journal_mode=WAL");
-  exec(impl_->db, "PRAGMA synchronous=NORMAL");
-  exec(impl_->db,
+  exec(db, "PRAGMA journal_mode=WAL");
+  exec(db, "PRAGMA synchronous=NORMAL");
+  exec(db,
        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
        "CREATE TABLE IF NOT EXISTS trials ("
        " sequence INTEGER PRIMARY KEY, batch INTEGER NOT NULL, indices TEXT NOT NULL UNIQUE,"
@@ -109,6 +146,83 @@ run_store::run_store(const std::filesystem::path& dir) : impl_(std::make_unique<
        " times_ms TEXT, cost_compile REAL, cost_check REAL, cost_benchmark REAL, cost_profile REAL,"
        " cost_framework REAL, cost_strategy REAL, metrics TEXT, error TEXT, device TEXT, sm_clock_mhz REAL,"
        " clock_s REAL, committed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')));");
+}
+
+// Opens `file` for reading without writing to its folder: mode=ro where the folder is writable (SQLite
+// may create the shared-memory file there); else immutable=1, or, when a killed run left a write-ahead
+// log, a private copy of the database and its log (immutable would ignore the log's trials).
+sqlite3* open_for_reading(const std::filesystem::path& file, std::filesystem::path& private_copy) {
+  const auto wal = std::filesystem::path(file.string() + "-wal");
+  std::string uri;
+  if (writable_folder(file.parent_path().empty() ? "." : file.parent_path())) {
+    uri = file_uri(file, "mode=ro");
+  } else if (size_or_zero(wal) == 0) {
+    uri = file_uri(file, "immutable=1");
+  } else {
+    std::random_device rd;
+    private_copy = std::filesystem::temp_directory_path() / ("kforge-read-" + std::to_string(rd()));
+    std::error_code ec;
+    std::filesystem::create_directory(private_copy, ec);
+    if (!ec) std::filesystem::copy_file(file, private_copy / "run.sqlite", ec);
+    if (!ec) std::filesystem::copy_file(wal, private_copy / "run.sqlite-wal", ec);
+    if (ec)
+      throw error("cannot read '" + file.string() +
+                  "' (its folder is read-only and a copy failed: " + ec.message() + ")");
+    uri = file_uri(private_copy / "run.sqlite", "mode=rw");
+  }
+  sqlite3* db = nullptr;
+  const int flags = (uri.ends_with("mode=rw") ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) |
+                    SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX;
+  if (sqlite3_open_v2(uri.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    const std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    throw error("cannot open '" + file.string() + "': " + msg);
+  }
+  return db;
+}
+
+// A read-only store must be a kforge run store: both tables, readable.
+void check_run_store(sqlite3* db, const std::filesystem::path& file) {
+  sqlite3_stmt* st = nullptr;
+  int found = -1;
+  if (sqlite3_prepare_v2(
+          db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name IN ('meta','trials')", -1, &st,
+          nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    found = sqlite3_column_int(st, 0);
+  const std::string msg = sqlite3_errmsg(db);
+  sqlite3_finalize(st);
+  if (found < 0) throw error("'" + file.string() + "' is not a readable run store: " + msg);
+  if (found != 2)
+    throw error("'" + file.string() + "' is not a kforge run store (it has no meta and trials tables)");
+}
+}  // namespace
+
+run_store::run_store(const std::filesystem::path& dir, store_access access)
+    : impl_(std::make_unique<impl>()) {
+  impl_->dir = dir;
+  const auto file = database_path();
+  if (access == store_access::read_only) {
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec))
+      throw error("no run in '" + dir.string() + "' (run.sqlite is missing)");
+    if (size_or_zero(file) == 0)
+      throw error("'" + file.string() + "' is empty: no run was ever stored there (the run never started)");
+    impl_->db = open_for_reading(file, impl_->private_copy);
+    sqlite3_busy_timeout(impl_->db, 5000);
+    check_run_store(impl_->db, file);
+    return;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw error("cannot create run folder '" + dir.string() + "': " + ec.message());
+  const auto path = file.string();
+  if (sqlite3_open_v2(path.c_str(), &impl_->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK)
+    sql_fail(impl_->db, "open " + path);
+  sqlite3_busy_timeout(impl_->db, 5000);
+  create_schema(impl_->db);
 }
 
 run_store::~run_store() = default;
@@ -135,7 +249,7 @@ json run_store::meta(const std::string& key) const {
   statement st(impl_->db, "SELECT value FROM meta WHERE key=?1");
   st.bind(1, key);
   if (sqlite3_step(st.s) != SQLITE_ROW) return nullptr;
-  return json::parse(st.col_text(0));
+  return parse_stored(st.col_text(0), database_path(), "run record '" + key + "'");
 }
 
 bool run_store::has_meta(const std::string& key) const {
@@ -195,7 +309,7 @@ std::vector<trial> run_store::trials() const {
       impl_->db,
       "SELECT sequence, batch, indices, status, time_ms, time_iqr_ms, time_min_ms, times_ms, cost_compile,"
       " cost_check, cost_benchmark, cost_profile, cost_framework, cost_strategy, metrics, error, device,"
-      " sm_clock_mhz, clock_s FROM trials ORDER BY sequence");
+      " sm_clock_mhz, clock_s, committed_at FROM trials ORDER BY sequence");
   std::vector<trial> out;
   while (true) {
     const int rc = sqlite3_step(st.s);
@@ -204,7 +318,11 @@ std::vector<trial> run_store::trials() const {
     trial t;
     t.sequence = static_cast<std::uint64_t>(st.col_int(0));
     t.batch = static_cast<std::uint32_t>(st.col_int(1));
-    t.cfg = parse_indices(st.col_text(2));
+    auto cfg = parse_indices(st.col_text(2));
+    if (!cfg)
+      throw error("'" + database_path().string() + "': trial " + std::to_string(t.sequence) +
+                  " is damaged (configuration '" + excerpt(st.col_text(2), 80) + "')");
+    t.cfg = std::move(*cfg);
     auto s = status_from_string(st.col_text(3));
     if (!s)
       throw error("run store: trial " + std::to_string(t.sequence) + " has unknown status '" +
@@ -213,7 +331,7 @@ std::vector<trial> run_store::trials() const {
     t.time_ms = st.col_double(4);
     t.time_iqr_ms = st.col_double(5);
     t.time_min_ms = st.col_double(6);
-    const json times = json::parse(st.col_text(7));
+    const json times = parse_stored(st.col_text(7), database_path(), "trial " + std::to_string(t.sequence));
     for (const auto& x : times)
       t.times_ms.push_back(x.is_number() ? x.get<double>() : std::numeric_limits<double>::quiet_NaN());
     t.cost.compile = st.col_double(8);
@@ -222,13 +340,15 @@ std::vector<trial> run_store::trials() const {
     t.cost.profile = st.col_double(11);
     t.cost.framework = st.col_double(12);
     t.cost.strategy = st.col_double(13);
-    const json metrics = json::parse(st.col_text(14));
+    const json metrics =
+        parse_stored(st.col_text(14), database_path(), "trial " + std::to_string(t.sequence));
     for (const auto& [k, v] : metrics.items())
       t.metrics[k] = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
     t.error = st.col_text(15);
     t.device = st.col_text(16);
     t.sm_clock_mhz = st.col_double(17);
     t.clock_s = st.col_double(18);
+    t.timestamp = st.col_text(19);
     out.push_back(std::move(t));
   }
   return out;
@@ -252,6 +372,18 @@ json describe_space(const search_space& space) {
   for (const auto& c : space.constraint_sources())
     constraints.push_back(c);
   return {{"params", params}, {"constraints", constraints}};
+}
+
+search_space stored_space(const run_store& store) {
+  const auto d = store.meta("space");
+  if (!d.is_object())
+    throw error("'" + store.database_path().string() +
+                "' describes no search space (the run never started, or this is not a kforge run store)");
+  try {
+    return space_from_description(d);
+  } catch (const std::exception& e) {
+    throw error("'" + store.database_path().string() + "': the space record is damaged (" + e.what() + ")");
+  }
 }
 
 search_space space_from_description(const json& d) {

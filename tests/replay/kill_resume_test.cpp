@@ -67,11 +67,18 @@ TEST(kill_resume, sigkill_at_random_points_loses_and_repeats_nothing) {
     // window grows whenever a round made no progress.
     double max_delay_ms = 250;
     int kills = 0;
-    bool first = true;
+    // --resume once a run is stored (a kill may come before the store is written; --resume then has
+    // nothing to continue and is refused, so the next round starts the run afresh).
+    const auto run_stored = [&] {
+      try {
+        return !run_store(tmp.path() / ("killed-" + strategy), store_access::read_only).meta("fingerprint").is_null();
+      } catch (const std::exception&) {
+        return false;
+      }
+    };
     std::size_t stored_before = 0;
     for (int round = 0; round < 200; ++round) {
-      const pid_t pid = spawn_run(cfg, !first);
-      first = false;
+      const pid_t pid = spawn_run(cfg, run_stored());
       std::uniform_int_distribution<int> delay_ms(20, static_cast<int>(max_delay_ms));
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(gen)));
       int status = 0;

@@ -65,6 +65,22 @@ command_result run_command(const std::string& command) {
   return r;
 }
 
+std::optional<std::string> python_with(const std::string& module, std::string& why) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("KFORGE_PYTHON"); env && *env) candidates.emplace_back(env);
+  if (const auto venv = source_dir() / ".venv/bin/python"; std::filesystem::exists(venv))
+    candidates.push_back(venv.string());
+  candidates.emplace_back("python3");
+  why.clear();
+  for (const auto& py : candidates) {
+    const auto r = run_command(py + " -c 'import " + module + "'");
+    if (r.status == 0) return py;
+    why += (why.empty() ? "" : "; ") + py + ": cannot import " + module;
+  }
+  why += " (pip install -r python/requirements.txt into <repo>/.venv, or set KFORGE_PYTHON)";
+  return std::nullopt;
+}
+
 }  // namespace kf::test
 
 namespace kf::test {

@@ -40,6 +40,10 @@ struct command_result {
 };
 command_result run_command(const std::string& command);
 
+/// A Python interpreter that can import `module`: $KFORGE_PYTHON when set, else <repo>/.venv/bin/python,
+/// else python3 from PATH. nullopt when none can; `why` then says what was tried.
+std::optional<std::string> python_with(const std::string& module, std::string& why);
+
 /// The kernel suite: every experiments/kernels/<name>/kernel.yaml under the source tree but the fixtures
 /// (`planted` faults on purpose), sorted. Found at run time.
 std::vector<std::filesystem::path> suite_kernels();

@@ -24,6 +24,8 @@ class replay_evaluator {
   std::vector<trial> evaluate(std::span<const evaluation_request> batch) const;
   std::size_t parallelism() const noexcept { return parallelism_; }
   bool simulated_clock() const noexcept { return true; }
+  /// Includes "recorded_optimum": the best correct recorded configuration of the space (what a report
+  /// compares a run's best with).
   nlohmann::json describe() const;
 
   /// Coverage: valid configurations of the space without a record, and records outside the space.
@@ -37,6 +39,7 @@ class replay_evaluator {
   double latency_ms_ = 0;
   std::size_t unrecorded_valid_ = 0;
   std::string device_;
+  nlohmann::json optimum_;  ///< the best correct record in the space: {time_ms, configuration}; null if none
 };
 
 void register_replay_evaluator();
