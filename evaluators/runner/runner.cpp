@@ -127,9 +127,16 @@ bool runner::impl::start(worker_slot& w) {
   for (auto& a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
+  // A process group of its own: Ctrl-C at the terminal reaches kforge, which ends the run cleanly and
+  // stops its workers, not the workers themselves.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   ::close(in[0]);
   ::close(out[1]);
   if (rc != 0) {

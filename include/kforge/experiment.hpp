@@ -47,6 +47,7 @@ struct run_result {
   double clock_s = 0;       ///< the run's clock at the end (simulated or wall)
   double wall_s = 0;        ///< wall time of this invocation
   std::size_t resumed = 0;  ///< trials taken from the store instead of evaluated
+  double setup_s = 0;       ///< creating the evaluator (run_experiment), before the run's clock starts
   std::filesystem::path folder;  ///< the run folder (run_experiment with a store)
 };
 

@@ -415,13 +415,18 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
     auto strat = strategy_registry().create(spec.strategy);
     strat.set_name(spec.strategy.type);
     const evaluator_context ctx{spec.prob, spec.base_dir, folder};
+    const auto setup_start = std::chrono::steady_clock::now();
     auto eval = evaluator_registry().create(spec.evaluator, ctx);
+    // The evaluator's start-up (workers greeted, the reference compiled) precedes the run's clock.
+    res.setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
     if (store) store->set_meta("evaluator", eval.describe());
     const std::size_t batch =
         spec.batch_size ? *spec.batch_size : std::max<std::size_t>(1, eval.parallelism());
     run_options o = opts;
     o.schedule = spec.schedule;
+    const double setup_s = res.setup_s;
     res = run_loop(spec.prob.space, strat, eval, spec.budget, spec.seed, batch, store.get(), o);
+    res.setup_s = setup_s;
     if (store) store->set_meta("evaluator", eval.describe());  // again: restarts, profiling state at the end
   } catch (const std::exception& e) {
     if (store) store->set_meta("failed", {{"error", excerpt(e.what(), 2000)}, {"at", iso_now()}});
@@ -432,6 +437,7 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
     json rec = {{"reason", std::string(to_string(res.reason))},
                 {"trials", res.history.size()},
                 {"clock_s", res.clock_s},
+                {"setup_s", res.setup_s},
                 {"at", iso_now()}};
     if (const auto* b = res.history.best())
       rec["best"] = {{"sequence", b->sequence},
