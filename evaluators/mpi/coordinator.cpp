@@ -109,9 +109,13 @@ void coordinator::check_greetings(const std::map<int, json>& hellos, const std::
                          std::string(version()));
       continue;
     }
-    if (const auto diff = fingerprint_difference(opt_.fingerprint, h.value("fingerprint", json()));
-        !diff.empty()) {
-      problems.push_back(who + " runs another experiment: " + diff +
+    if (auto diff = fingerprint_difference(opt_.fingerprint, h.value("fingerprint", json())); !diff.empty()) {
+      // fingerprint_difference() speaks of a stored run and this one: here they are rank 0's and rank r's.
+      for (const auto& [from, to] : {std::pair<std::string, std::string>{"(stored ", "(rank 0's "},
+                                     {", now ", ", rank " + std::to_string(r) + "'s "}})
+        for (auto at = diff.find(from); at != std::string::npos; at = diff.find(from, at + to.size()))
+          diff.replace(at, from.size(), to);
+      problems.push_back(who + " runs another experiment than rank 0: " + diff +
                          " (every rank must read the same config, recordings and kernel files)");
       continue;
     }
