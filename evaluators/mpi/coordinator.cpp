@@ -67,7 +67,9 @@ coordinator::coordinator(channel& ch, coordinator_options o,
 // Every rank waits for this before it builds its evaluator: the run folder (for its logs) and the
 // heartbeat period.
 void coordinator::announce_start() {
-  const json start = {{"run_dir", opt_.run_dir.string()}, {"heartbeat_s", opt_.heartbeat_s}};
+  const json start = {{"run_dir", opt_.run_dir.string()},
+                      {"heartbeat_s", opt_.heartbeat_s},
+                      {"rank_timeout_s", opt_.rank_timeout_s}};
   for (int r = 1; r < ch_.size(); ++r)
     ch_.send(r, tag::start, start.dump());
 }

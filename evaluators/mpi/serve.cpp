@@ -25,10 +25,10 @@ class server {
       : ch_(ch), spec_(spec), opt_(o), host_(o.host.empty() ? host_name() : o.host) {}
 
   int run() {
-    if (!wait_for_start()) return 0;  // rank 0 stopped before the run started
+    if (!wait_for_start()) return finish(0);  // rank 0 stopped before the run started
     if (!start_evaluator()) {
       wait_for_stop();
-      return 1;
+      return finish(1);
     }
     while (!stopping_) {
       bool busy = receive();
@@ -41,9 +41,7 @@ class server {
       else
         idle_wait();
     }
-    ch_.send(0, tag::bye, "{}");
-    eval_.reset();  // stops the evaluator's worker processes; what was in flight is dropped
-    return broken_ ? 1 : 0;
+    return finish(broken_ ? 1 : 0);
   }
 
  private:
@@ -60,6 +58,7 @@ class server {
       if (m->kind != tag::start) continue;
       const auto body = parse_body(m->body, m->kind, m->source);
       heartbeat_s_ = body.value("heartbeat_s", 1.0);
+      rank_timeout_s_ = body.value("rank_timeout_s", rank_timeout_s_);
       const std::filesystem::path run_dir = body.value("run_dir", std::string());
       if (!run_dir.empty())
         rank_dir_ = run_dir / "ranks" / ("rank" + std::to_string(ch_.rank()) + "-" + host_);
@@ -71,7 +70,29 @@ class server {
     while (!stopping_) {
       if (!receive()) idle_wait();
     }
+  }
+
+  // Goodbye (the evaluator stopped: what was in flight is dropped), then rank 0's end: whether to take
+  // part in MPI_Finalize. Rank 0 sends it once every rank said goodbye or was given up, within a rank
+  // timeout; a rank that hears nothing for twice that does not finalise.
+  int finish(int status) {
     ch_.send(0, tag::bye, "{}");
+    eval_.reset();
+    bool finalize = false;
+    const auto t0 = clock_type::now();
+    while (std::chrono::duration<double>(clock_type::now() - t0).count() < 2 * rank_timeout_s_ + 10) {
+      auto m = ch_.poll();
+      if (!m) {
+        idle_wait();
+        continue;
+      }
+      if (m->source == 0 && m->kind == tag::end) {
+        finalize = parse_body(m->body, m->kind, m->source).value("finalize", false);
+        break;
+      }
+    }
+    if (opt_.finalize) *opt_.finalize = finalize;
+    return status;
   }
 
   // Builds this rank's evaluator from the experiment's config and greets rank 0 with its description, or
@@ -193,6 +214,7 @@ class server {
   const std::string host_;
   std::filesystem::path rank_dir_;
   double heartbeat_s_ = 1;
+  double rank_timeout_s_ = 60;
   std::optional<evaluator> eval_;
   std::size_t capacity_ = 1;
   std::deque<evaluation_request> pending_;

@@ -5,7 +5,8 @@
 //
 //   wait for start (the run folder) -> build the evaluator -> hello (its description, or why it failed)
 //   -> until stop: take work -> feed the evaluator (up to its parallelism in flight) -> send back finished
-//      trials (device prefixed with this host) -> heartbeat every heartbeat_s -> bye
+//      trials (device prefixed with this host) -> heartbeat every heartbeat_s
+//   -> bye (the evaluator is stopped) -> wait for end: whether this process takes part in MPI_Finalize
 //
 // A synchronous evaluator (replay) is fed one request at a time, so the loop answers and sends heartbeats
 // between evaluations: a rank is silent no longer than its longest single evaluation.
@@ -25,6 +26,9 @@ struct serve_options {
   std::function<evaluator(const evaluator_context&)> make_evaluator;
   std::string host;             ///< default: host_name()
   std::ostream* log = nullptr;  ///< notes (the evaluator broke); may be null
+  /// Set from rank 0's end message: whether every rank takes part in MPI_Finalize (false once a rank was
+  /// lost; also false when no end came in time). May be null.
+  bool* finalize = nullptr;
 };
 
 /// Serves rank 0 until it says stop. Returns the process's exit status: 0, or 1 when this rank's

@@ -68,6 +68,8 @@ std::string_view to_string(tag t) noexcept {
       return "stop";
     case tag::bye:
       return "bye";
+    case tag::end:
+      return "end";
   }
   return "?";
 }

@@ -2,7 +2,8 @@
 // object, sent as a string of chars under a tag that says its kind. This file is the one place where a
 // trial and an evaluation request get a JSON form for the wire.
 //
-//   rank 0 -> rank r   start {run_dir, heartbeat_s}         work {requests: [request...]}      stop {}
+//   rank 0 -> rank r   start {run_dir, heartbeat_s, rank_timeout_s}   work {requests: [request...]}
+//                      stop {}   end {finalize}  (after every goodbye: whether all take part in MPI_Finalize)
 //   rank r -> rank 0   hello {rank, host, pid, version, fingerprint, evaluator, devices, parallelism,
 //                             simulated_clock} or {rank, host, pid, error}
 //                      trials {trials: [trial...]}     heartbeat {in_flight[, evaluator]}
@@ -32,7 +33,8 @@ enum class tag : int {
   heartbeat = 5,
   failed = 6,
   stop = 7,
-  bye = 8
+  bye = 8,
+  end = 9
 };
 std::string_view to_string(tag t) noexcept;
 

@@ -120,6 +120,12 @@ std::function<evaluator(const evaluator_context&)> make_test_replay(const experi
   };
 }
 
+// What rank 0's session does at the end: stop, then end (every rank finalises).
+void stop_rank(channel& rank0, int r) {
+  rank0.send(r, tag::stop, "{}");
+  rank0.send(r, tag::end, R"({"finalize": true})");
+}
+
 // The single-process run: the loop with the configured evaluator.
 std::vector<trial> single_process(const experiment_spec& spec) {
   auto strat = strategy_registry().create(spec.strategy);
@@ -168,13 +174,13 @@ distributed_run run_distributed(const experiment_spec& spec, network& net, int n
     out.described = eval.describe();
   } catch (...) {
     for (int r = 1; r < n; ++r)
-      ends[0]->send(r, tag::stop, "{}");
+      stop_rank(*ends[0], r);
     for (auto& t : threads)
       t.join();
     throw;
   }
   for (int r = 1; r < n; ++r)
-    ends[0]->send(r, tag::stop, "{}");
+    stop_rank(*ends[0], r);
   for (auto& t : threads)
     t.join();
   out.log = log.str();
@@ -418,7 +424,7 @@ TEST(mpi_coordinator, a_rank_that_cannot_start_or_runs_another_experiment_is_ref
                 std::string::npos)
           << e.what();
     }
-    ends[0]->send(1, tag::stop, "{}");
+    stop_rank(*ends[0], 1);
     rank1.join();
   }
 }

@@ -89,7 +89,7 @@ class mpi_channel final : public channel {
     if (!done) return std::nullopt;
     message m{st.MPI_SOURCE, static_cast<tag>(st.MPI_TAG), std::move(buf)};
     receives_.pop_back();
-    if (st.MPI_TAG < static_cast<int>(tag::start) || st.MPI_TAG > static_cast<int>(tag::bye)) return poll();
+    if (st.MPI_TAG < static_cast<int>(tag::start) || st.MPI_TAG > static_cast<int>(tag::end)) return poll();
     return m;
   }
 
@@ -135,6 +135,7 @@ struct session::impl {
   std::unique_ptr<mpi_channel> ch;
   std::set<int> lost;  // ranks that cannot take part in MPI_Finalize
   int exit_status = 0;
+  bool worker_finalize = false;  // ranks > 0: rank 0's end message said so
 
   // Rank 0: every rank is told to stop; those that do not say goodbye within the rank timeout are lost.
   void stop_ranks() {
@@ -155,25 +156,52 @@ struct session::impl {
     lost.insert(waiting.begin(), waiting.end());
   }
 
-  // MPI_Finalize needs every rank; with one lost, rank 0 ends the job instead (Open MPI's launcher then
-  // kills the other processes, a hung rank too). Under `mpirun --enable-recovery` a rank that died is
-  // gone from the job and MPI_Finalize completes, where MPI_Abort would not end the job: finalise then.
+  // How the job ends. MPI_Finalize needs every rank: when none was lost, rank 0 tells the others to
+  // finalise and all do. When one was lost it cannot take part, and:
+  //   plain mpirun (the default): a dead rank already ended the job, so the lost rank is alive but silent
+  //     (hung, or its host unreachable); rank 0 ends the job with MPI_Abort and its exit status, and the
+  //     launcher kills every process, the hung one too.
+  //   mpirun --enable-recovery: the job survives a dead rank, but MPI_Abort does not end it and
+  //     MPI_Finalize can wait for the dead rank for ever; every live rank leaves without finalising, which
+  //     such a job accepts. (A rank alive but silent then keeps mpirun waiting: see docs/distributed.md.)
   void end(bool rank0, int status) {
-    if (rank0) stop_ranks();
-    ch->drain(rank0 && !lost.empty() ? 1.0 : 10.0);
     const char* recovery = std::getenv("OMPI_MCA_orte_enable_recovery");
     const bool recovering = recovery && std::string(recovery) == "1";
-    if (rank0 && !lost.empty() && !recovering) {
-      if (opt.log) {
-        *opt.log << "kforge: ending the job with MPI_Abort (exit status " << status << "): rank(s)";
-        for (int r : lost)
-          *opt.log << " " << r;
-        *opt.log << " lost, so MPI_Finalize cannot complete; the run store is complete" << std::endl;
+    bool finalize = worker_finalize;
+    if (rank0) {
+      stop_ranks();
+      finalize = lost.empty();
+      if (!finalize && !recovering) {
+        abort_job(status);
+        return;
       }
-      MPI_Abort(MPI_COMM_WORLD, status);
+      const std::string end = nlohmann::json{{"finalize", finalize}}.dump();
+      for (int r = 1; r < ch->size(); ++r)
+        ch->send(r, tag::end, end);
     }
-    MPI_Comm_free(&comm);
-    MPI_Finalize();
+    ch->drain(finalize ? 10.0 : 1.0);
+    if (finalize) {
+      MPI_Comm_free(&comm);
+      MPI_Finalize();
+    } else if (rank0 && opt.log) {
+      *opt.log << "kforge: leaving without MPI_Finalize (mpirun --enable-recovery): rank(s) " << lost_list()
+               << " lost; the run store is complete" << std::endl;
+    }
+  }
+
+  void abort_job(int status) {
+    if (opt.log)
+      *opt.log << "kforge: ending the job with MPI_Abort (exit status " << status << "): rank(s) "
+               << lost_list() << " lost, so MPI_Finalize cannot complete; the run store is complete"
+               << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, status);
+  }
+
+  std::string lost_list() const {
+    std::string out;
+    for (int r : lost)
+      out += (out.empty() ? "" : ", ") + std::to_string(r);
+    return out;
   }
 };
 
@@ -211,6 +239,7 @@ int session::size() const {
 int session::serve(const experiment_spec& spec) {
   serve_options o;
   o.log = impl_->opt.log;
+  o.finalize = &impl_->worker_finalize;
   return kf::mpi::serve(*impl_->ch, spec, o);
 }
 
