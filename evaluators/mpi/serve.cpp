@@ -202,9 +202,9 @@ class server {
       *opt_.log << "kforge: rank " << ch_.rank() << " (" << host_ << "): evaluator broke: " << why << "\n";
   }
 
-  // 50 us at first, doubling up to 2 ms while nothing happens.
+  // 50 us at first, doubling up to 0.5 ms while nothing happens (as the coordinator's).
   void idle_wait() {
-    idle_us_ = idle_us_ <= 0 ? 50 : std::min(2000.0, idle_us_ * 2);
+    idle_us_ = idle_us_ <= 0 ? 50 : std::min(500.0, idle_us_ * 2);
     std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(idle_us_));
   }
 
