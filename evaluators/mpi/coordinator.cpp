@@ -35,7 +35,7 @@ std::string format_seconds(double s) {
 }
 
 // Sleeps between polls that found nothing: 50 us at first, doubling up to 0.5 ms (an idle process wakes
-// 2000 times a second, about 1% of a core), so that a message waits at most half a millisecond. A
+// 2000 times a second, about 3% of a core here), so that a message waits at most half a millisecond. A
 // blocking wait would need MPI's blocking calls, which cannot time out.
 void idle_wait(double& us) {
   us = us <= 0 ? 50 : std::min(500.0, us * 2);
