@@ -179,6 +179,11 @@ int cmd_run(const std::vector<std::string>& args) {
   std::optional<mpi::session> distributed;
   if (mpi::launched_size() > 1) {
     distributed.emplace(distributed_options(vm));
+    if (distributed->size() == 1)  // N copies of one run would fight over its folder
+      throw config_error("command line", "mpirun",
+                         "started as one of " + std::to_string(mpi::launched_size()) +
+                             " processes, but MPI sees only this one: the launcher did not connect them (srun "
+                             "needs --mpi=pmix; docs/distributed.md)");
     if (distributed->rank() != 0) return distributed->serve(spec);
   } else {
     for (const char* o : {"rank-timeout", "allow-mixed-gpus", "rank0-evaluates"})
@@ -186,8 +191,7 @@ int cmd_run(const std::vector<std::string>& args) {
         throw config_error("command line", std::string("--") + o,
                            "applies only to a run started by mpirun or srun (docs/distributed.md)");
   }
-  const int status =
-      run_and_report(spec, vm, args, distributed && distributed->size() > 1 ? &*distributed : nullptr);
+  const int status = run_and_report(spec, vm, args, distributed ? &*distributed : nullptr);
   if (distributed) distributed->set_exit_status(status);
   return status;
 }

@@ -340,6 +340,21 @@ TEST(mpi_run, the_distributed_options_need_mpirun) {
       << r.output;
 }
 
+TEST(mpi_run, a_launcher_that_does_not_connect_its_processes_is_refused) {
+  KF_REQUIRE_MPI();
+  test::temp_dir tmp;
+  const auto cfg = test::write_file(tmp.path() / "e.yaml", replay_experiment("random", 5, 1, 0));
+  // What `srun` without --mpi=pmix gives each of its processes: the task count, but MPI starts each one
+  // alone (a singleton). N such copies of the run would each write the same run folder.
+  const auto r = test::run_command("env SLURM_STEP_NUM_TASKS=3 " + kforge + " run --quiet " + cfg.string() +
+                                   " -o " + (tmp.path() / "x").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("mpirun: started as one of 3 processes, but MPI sees only this one"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(tmp.path() / "x"));
+}
+
 TEST(mpi_run, a_kforge_without_mpi_refuses_mpirun) {
   if (KFORGE_HAVE_MPI)
     GTEST_SKIP() << "this kforge was built with MPI (the refusal is that of a build without)";
