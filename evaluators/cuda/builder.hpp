@@ -42,6 +42,15 @@ struct build_result {
   double seconds = 0;                                  ///< compile wall time (0 for a cache hit)
 };
 
+/// The result for a configuration whose launch cannot be formed or whose rendering does not apply.
+inline build_result invalid_build(std::uint64_t id, const std::string& why) {
+  build_result r;
+  r.id = id;
+  r.st = status::invalid;
+  r.error = "cannot launch: " + why;
+  return r;
+}
+
 class builder {
  public:
   virtual ~builder() = default;

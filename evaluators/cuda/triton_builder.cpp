@@ -98,12 +98,8 @@ class triton_builder final : public builder {
       std::lock_guard lk(mu_);
       plan(pb, c, requests);
     } catch (const error& e) {
-      build_result r;
-      r.id = id;
-      r.st = status::invalid;
-      r.error = std::string("cannot launch: ") + e.what();
       std::lock_guard lk(mu_);
-      done_.push_back(std::move(r));
+      done_.push_back(invalid_build(id, e.what()));
       cv_.notify_all();
       return;
     }

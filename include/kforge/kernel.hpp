@@ -159,6 +159,9 @@ struct launch_plan {
 /// when an expression cannot be evaluated or gives an impossible launch (zero or negative sizes, more than
 /// 2^31-1 blocks in x, 65535 in y/z): the caller turns that into an invalid trial.
 launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s);
+/// resolve_launch of the default configuration on every shape (timed, then checked): that every expression
+/// knows its names and the default can launch. Throws kf::error as resolve_launch does.
+void check_default_launches(const kernel_spec& k);
 
 /// The source, options and entry of configuration `c`: the transform instances applied in order, then the
 /// kernel's own parameters injected as #defines at the top (followed by a #line directive so that

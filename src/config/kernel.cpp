@@ -550,10 +550,7 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   }
   // Every expression must only use known names: check on the first time shape at the defaults.
   try {
-    for (const auto& s : k.time_shapes)
-      resolve_launch(k, k.defaults, s);
-    for (const auto& s : k.check_shapes)
-      resolve_launch(k, k.defaults, s);
+    check_default_launches(k);
   } catch (const error& e) {
     doc.at(kp).fail(std::string("the default configuration cannot be launched: ") + e.what());
   }
@@ -593,6 +590,13 @@ std::int64_t as_count(const value& v, const std::string& what) {
   throw error(what + " is " + v.repr() + ", not a whole number");
 }
 }  // namespace
+
+void check_default_launches(const kernel_spec& k) {
+  for (const auto& s : k.time_shapes)
+    resolve_launch(k, k.defaults, s);
+  for (const auto& s : k.check_shapes)
+    resolve_launch(k, k.defaults, s);
+}
 
 launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s) {
   launch_plan p;

@@ -15,9 +15,11 @@ def planted(x_ptr, y_ptr, n, PLANT: tl.constexpr, BLOCK: tl.constexpr):
     if PLANT == 1:
         tl.store(y_ptr + offs + (1 << 34), x)
     if PLANT == 2:
-        i = 0
-        while i < n:
-            i = i * 1
+        # Spins on the first output element, poisoned (NaN) before the kernel runs: NaN != NaN forever.
+        # (A loop without memory side effects, i = i * 1, was compiled away on the H200: measured 0.004 ms.)
+        y0 = tl.load(y_ptr, volatile=True)
+        while y0 != y0:
+            y0 = tl.load(y_ptr, volatile=True)
     if PLANT == 4:
         x = tl.where(offs == n // 2, x + 1.0, x)
     if PLANT == 5:
