@@ -329,6 +329,27 @@ TEST(mpi_run, mixed_gpu_models_are_refused_unless_allowed) {
   EXPECT_EQ(stored_meta(tmp.path() / "mixed", "evaluator")["device"], "mixed: fake, fake-A100");
 }
 
+TEST(mpi_run, a_rank_bound_to_fewer_cores_than_its_launcher_has_says_so) {
+  KF_REQUIRE_MPI();
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: no binding can narrow it";
+  // mpirun (the ranks' parent) is not bound itself; --bind-to core gives each rank one of its cores.
+  test::temp_dir tmp;
+  const auto cfg = test::write_file(tmp.path() / "e.yaml", replay_experiment("random", 4, 2, 0));
+  const auto job = [&](const std::string& binding, const std::string& out) {
+    return test::run_command(mpirun(2, binding) + kforge + " run --quiet " + cfg.string() + " -o " +
+                             (tmp.path() / out).string());
+  };
+  auto r = job("--bind-to core", "core");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("kforge: rank 1 ("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("): the launcher bound it to 1 of the "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("start mpirun with --bind-to none"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("kforge: rank 0 ("), std::string::npos) << r.output;  // rank 0 only searches
+  r = job("--bind-to none", "none");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("the launcher bound it"), std::string::npos) << r.output;
+}
+
 TEST(mpi_run, the_distributed_options_need_mpirun) {
   test::temp_dir tmp;
   const auto cfg = test::write_file(tmp.path() / "e.yaml", replay_experiment("random", 5, 1, 0));

@@ -7,6 +7,8 @@
 // MPI_Test) plus MPI_Abort, all plain C; and error handling stays in our hands (MPI_ERRORS_RETURN on the
 // communicator, each return code checked), where Boost.MPI throws from inside its wrappers.
 #include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -217,6 +219,21 @@ session::session(options o) : impl_(std::make_unique<impl>()) {
   check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
   check(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   impl_->ch = std::make_unique<mpi_channel>(impl_->comm);
+  // A launcher's binding holds the whole rank: Open MPI's mpirun binds each process to a core when it
+  // starts two, to a socket beyond, and a rank's compile pool and GPU worker processes (which inherit it)
+  // then share those cores. Measured against the launcher's own cores (mpirun, orted or slurmstepd: the
+  // parent), not the host's, which a container's cpuset may narrow already. Said once per evaluating
+  // rank; the run goes on.
+  cpu_set_t mine, launcher;
+  CPU_ZERO(&mine);
+  CPU_ZERO(&launcher);
+  if ((rank() > 0 || o.rank0_evaluates) && o.log && sched_getaffinity(0, sizeof mine, &mine) == 0 &&
+      sched_getaffinity(getppid(), sizeof launcher, &launcher) == 0 && CPU_COUNT(&mine) < CPU_COUNT(&launcher))
+    *o.log << "kforge: rank " << rank() << " (" << host_name() << "): the launcher bound it to "
+           << CPU_COUNT(&mine) << " of the " << CPU_COUNT(&launcher)
+           << " cores it has itself, and the rank's compile pool and GPU worker processes share them: start "
+              "mpirun with --bind-to none (docs/distributed.md)"
+           << std::endl;
 }
 
 session::~session() {
