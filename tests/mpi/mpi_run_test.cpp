@@ -7,6 +7,7 @@
 // built without MPI or mpirun is missing.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -366,7 +367,10 @@ TEST(mpi_run, mixed_gpu_models_are_refused_unless_allowed) {
 
 TEST(mpi_run, a_rank_bound_to_fewer_cores_than_its_launcher_has_says_so) {
   KF_REQUIRE_MPI();
-  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: no binding can narrow it";
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) < 2)
+    GTEST_SKIP() << "this process has one core: no binding can narrow it";
   // mpirun (the ranks' parent) is not bound itself; --bind-to core gives each rank one of its cores.
   test::temp_dir tmp;
   const auto cfg = test::write_file(tmp.path() / "e.yaml", replay_experiment("random", 4, 2, 0));
