@@ -199,6 +199,24 @@ TEST(mpi_run, replay_gives_the_single_process_sequence) {
   EXPECT_NE(r.output.find("recorded optimum"), std::string::npos) << r.output;
 }
 
+TEST(mpi_run, with_rank0_evaluates_rank_0_measures_too_and_the_sequence_is_unchanged) {
+  KF_REQUIRE_MPI();
+  test::temp_dir tmp;
+  const auto cfg = test::write_file(tmp.path() / "e.yaml", replay_experiment("hybrid", 48, 4, 5));
+  auto r =
+      test::run_command(kforge + " run --quiet " + cfg.string() + " -o " + (tmp.path() / "one").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = test::run_command(mpirun(2) + kforge + " run --quiet --rank0-evaluates " + cfg.string() + " -o " +
+                        (tmp.path() / "two").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  expect_same_sequence(stored(tmp.path() / "two"), stored(tmp.path() / "one"), true);
+  const auto ev = stored_meta(tmp.path() / "two", "evaluator");
+  ASSERT_EQ(ev["distributed"]["ranks"].size(), 2u) << ev.dump();
+  EXPECT_EQ(ev["distributed"]["ranks"][0]["rank"], 0) << ev.dump();
+  for (const auto& rank : ev["distributed"]["ranks"])
+    EXPECT_GT(rank["trials"].get<int>(), 0) << ev.dump();
+}
+
 TEST(mpi_run, fake_gpu_workers_give_the_single_process_sequence) {
   KF_REQUIRE_MPI();
   test::temp_dir tmp;
