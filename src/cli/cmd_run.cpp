@@ -180,10 +180,11 @@ int cmd_run(const std::vector<std::string>& args) {
   if (mpi::launched_size() > 1) {
     distributed.emplace(distributed_options(vm));
     if (distributed->size() == 1)  // N copies of one run would fight over its folder
-      throw config_error("command line", "mpirun",
-                         "started as one of " + std::to_string(mpi::launched_size()) +
-                             " processes, but MPI sees only this one: the launcher did not connect them (srun "
-                             "needs --mpi=pmix; docs/distributed.md)");
+      throw config_error(
+          "command line", "mpirun",
+          "started as one of " + std::to_string(mpi::launched_size()) +
+              " processes, but MPI sees only this one: the launcher did not connect them (srun "
+              "needs --mpi=pmix; docs/distributed.md)");
     if (distributed->rank() != 0) return distributed->serve(spec);
   } else {
     for (const char* o : {"rank-timeout", "allow-mixed-gpus", "rank0-evaluates"})

@@ -335,9 +335,9 @@ TEST(mpi_run, a_hung_rank_is_timed_out_its_work_reissued_and_the_job_ended) {
 // full table). The table goes to the test's output.
 TEST(mpi_run, the_scaling_table_over_1_2_4_8_ranks_keeps_the_sequence_and_scales) {
   KF_REQUIRE_MPI();
-  const auto r = test::run_command("env TRIALS=64 LATENCY_MS=20 BATCH=8 RANKS='1 2 4 8' MPIRUN=" +
-                                   std::string(KFORGE_MPIEXEC) + " " +
-                                   (test::source_dir() / "scripts/mpi-scaling").string() + " " + cli_dir);
+  const auto r = test::run_command(
+      "env TRIALS=64 LATENCY_MS=20 BATCH=8 RANKS='1 2 4 8' MPIRUN=" + std::string(KFORGE_MPIEXEC) + " " +
+      (test::source_dir() / "scripts/mpi-scaling").string() + " " + cli_dir);
   std::cout << r.output;
   ASSERT_EQ(r.status, 0) << r.output;
   std::map<std::string, double> rate;  // evaluating ranks (first column) -> trials/s

@@ -228,7 +228,8 @@ session::session(options o) : impl_(std::make_unique<impl>()) {
   CPU_ZERO(&mine);
   CPU_ZERO(&launcher);
   if ((rank() > 0 || o.rank0_evaluates) && o.log && sched_getaffinity(0, sizeof mine, &mine) == 0 &&
-      sched_getaffinity(getppid(), sizeof launcher, &launcher) == 0 && CPU_COUNT(&mine) < CPU_COUNT(&launcher))
+      sched_getaffinity(getppid(), sizeof launcher, &launcher) == 0 &&
+      CPU_COUNT(&mine) < CPU_COUNT(&launcher))
     *o.log << "kforge: rank " << rank() << " (" << host_name() << "): the launcher bound it to "
            << CPU_COUNT(&mine) << " of the " << CPU_COUNT(&launcher)
            << " cores it has itself, and the rank's compile pool and GPU worker processes share them: start "
