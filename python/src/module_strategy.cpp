@@ -263,10 +263,27 @@ python_bridge make_bridge() {
 class ask_tell {
  public:
   ask_tell(search_space space, strategy s, std::uint64_t seed, std::optional<std::size_t> budget, std::string name)
-      : space_(std::move(space)), strat_(std::move(s)), budget_(budget), name_(std::move(name)) {
+      : space_ptr_(std::make_unique<search_space>(std::move(space))),
+        space_(*space_ptr_),
+        strat_(std::move(s)),
+        budget_(budget),
+        name_(std::move(name)) {
     nb::gil_scoped_release release;
     strat_.initialize(space_, seed);
   }
+  // Strategies keep the address of the space they were initialised with: it lives on the heap, so that
+  // moving this object (into its Python wrapper) keeps it where it is.
+  ask_tell(ask_tell&& o) noexcept
+      : space_ptr_(std::move(o.space_ptr_)),
+        space_(*space_ptr_),
+        strat_(std::move(o.strat_)),
+        history_(std::move(o.history_)),
+        pending_(std::move(o.pending_)),
+        budget_(o.budget_),
+        name_(std::move(o.name_)),
+        next_sequence_(o.next_sequence_),
+        step_(o.step_) {}
+  ask_tell& operator=(ask_tell&&) = delete;
 
   nb::list propose(std::size_t n) {
     std::vector<config> got;
@@ -372,7 +389,8 @@ class ask_tell {
     return t;
   }
 
-  search_space space_;
+  std::unique_ptr<search_space> space_ptr_;
+  const search_space& space_;
   strategy strat_;
   run_history history_;
   std::vector<config> pending_;
