@@ -102,7 +102,7 @@ set_target_properties(kforge_python_module PROPERTIES INSTALL_RPATH "$ORIGIN/../
 # pip install . (scikit-build-core, pyproject.toml): the wheel holds the package, the module and
 # libkforge_core.so beside it.
 if(SKBUILD)
-  install(DIRECTORY python/kforge DESTINATION . COMPONENT python PATTERN __pycache__ EXCLUDE)
+  # (The pure-Python files come from pyproject.toml's wheel.packages.)
   install(TARGETS kforge_python_module LIBRARY DESTINATION kforge COMPONENT python)
   install(TARGETS kforge_core LIBRARY DESTINATION kforge COMPONENT python)
   install(FILES "${KFORGE_PYTHON_MODULE_DIR}/_core.pyi" DESTINATION kforge COMPONENT python)
