@@ -3,6 +3,7 @@
 // (CMakeLists.txt beside this file), then: kforge run config.yaml --plugin build/example_plugin.so
 #include <algorithm>
 #include <kforge/plugin.hpp>
+#include <kforge/problem.hpp>
 #include <kforge/strategies/common.hpp>
 
 struct example_walk {
@@ -37,7 +38,6 @@ struct example_synthetic {
       for (double x : space.encode(r.cfg))
         t.time_ms += (x - 0.3) * (x - 0.3);
       t.cost.benchmark = t.time_ms / 1000;
-      t.device = "synthetic";
       out.push_back(std::move(t));
     }
     return out;
@@ -46,14 +46,13 @@ struct example_synthetic {
 };
 
 KFORGE_PLUGIN(host) {
-  host.strategies().add({"example_walk", "a seeded walk over the strictly adjacent neighbours of the best",
-                         {kf::int_option("restarts", 4, "random proposals before the walk starts", 1)},
-                         [](const kf::options& o) {
-                           return kf::strategy(example_walk{static_cast<std::size_t>(o.integer("restarts"))},
-                                               "example_walk");
-                         }});
-  host.evaluators().add({"example_synthetic", "a synthetic cost of the encoded configuration (no GPU)", {},
-                         [](const kf::options&, const kf::evaluator_context& ctx) {
-                           return kf::evaluator(example_synthetic{ctx.prob.space});
-                         }});
+  auto walk = [](const kf::options& o) {
+    return kf::strategy(example_walk{static_cast<std::size_t>(o.integer("restarts"))}, "example_walk");
+  };
+  auto synthetic = [](const kf::options&, const kf::evaluator_context& ctx) {
+    return kf::evaluator(example_synthetic{ctx.prob.space});
+  };
+  kf::option_spec restarts = kf::int_option("restarts", 4, "random proposals before the walk starts", 1);
+  host.strategies().add({"example_walk", "a seeded walk over neighbours of the best", {restarts}, walk});
+  host.evaluators().add({"example_synthetic", "a synthetic cost (no GPU)", {}, synthetic});
 }

@@ -101,9 +101,9 @@ std::vector<loaded_plugin> loaded_plugins();
 
 /// Defines the plug-in entry point kforge_plugin_init; the braces that follow are the registration body,
 /// with `host_name` a kf::plugin_host& (see the example at the top of this header).
-#define KFORGE_PLUGIN(host_name)                                                                        \
-  static void kforge_plugin_add_(::kf::plugin_host& host_name);                                         \
+#define KFORGE_PLUGIN(host_name)                                                                      \
+  static void kforge_plugin_add_(::kf::plugin_host& host_name);                                       \
   extern "C" __attribute__((visibility("default"))) int kforge_plugin_init(::kf::plugin_host* host) { \
-    return ::kf::detail::plugin_enter(host, KFORGE_PLUGIN_ABI_VERSION, &kforge_plugin_add_);             \
-  }                                                                                                       \
+    return ::kf::detail::plugin_enter(host, KFORGE_PLUGIN_ABI_VERSION, &kforge_plugin_add_);          \
+  }                                                                                                   \
   static void kforge_plugin_add_(::kf::plugin_host& host_name)

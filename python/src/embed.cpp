@@ -4,8 +4,9 @@
 // Contract of kforge_python_embed(message, size): returns 0 once kforge._core is imported (the interpreter is
 // started on the first call, as the Python this library was built for: its virtual environment's
 // site-packages are on sys.path); else non-zero with a one-paragraph reason in `message`. Idempotent and
-// thread safe. On return the calling thread does not hold the GIL: kforge takes it for every call into Python.
-// The interpreter lives until the process ends (it is never finalised: kforge may call it until exit).
+// thread safe. On return the calling thread does not hold the GIL: kforge takes it for every call into
+// Python. The interpreter lives until the process ends (it is never finalised: kforge may call it until
+// exit).
 #include <Python.h>
 #include <dlfcn.h>
 
@@ -33,9 +34,8 @@ std::string python_error() {
   PyErr_NormalizeException(&type, &value, &tb);
   std::string out = "unknown Python error";
   if (PyObject* tbm = PyImport_ImportModule("traceback")) {
-    if (PyObject* lines =
-            PyObject_CallMethod(tbm, "format_exception", "OOO", type ? type : Py_None, value ? value : Py_None,
-                                tb ? tb : Py_None)) {
+    if (PyObject* lines = PyObject_CallMethod(tbm, "format_exception", "OOO", type ? type : Py_None,
+                                              value ? value : Py_None, tb ? tb : Py_None)) {
       PyObject* empty = PyUnicode_FromString("");
       if (PyObject* joined = PyUnicode_Join(empty, lines)) {
         if (const char* s = PyUnicode_AsUTF8(joined)) out = s;

@@ -71,10 +71,11 @@ nlohmann::json to_json(nb::handle h, const std::string& what) {
   // numpy scalars and other numbers: through their Python int/float value.
   if (PyIndex_Check(h.ptr())) return to_json(nb::steal(PyNumber_Index(h.ptr())), what);
   if (PyFloat_Check(h.ptr()) || nb::hasattr(h, "__float__")) return to_json(nb::float_(h), what);
-  throw nb::type_error((what + ": cannot be written in a config (" +
-                        nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr()))))) +
-                        "); use dicts, lists, strings, numbers, booleans and None")
-                           .c_str());
+  throw nb::type_error(
+      (what + ": cannot be written in a config (" +
+       nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr()))))) +
+       "); use dicts, lists, strings, numbers, booleans and None")
+          .c_str());
 }
 
 nb::object to_python(const value& v) {
@@ -133,30 +134,33 @@ config config_from_python(const search_space& space, nb::handle h) {
       values.emplace(name, to_value(v, name));
     }
     for (const auto& [name, v] : values)
-      if (!space.param_index(name)) throw error("a configuration names '" + name + "', which is not a parameter");
+      if (!space.param_index(name))
+        throw error("a configuration names '" + name + "', which is not a parameter");
     return space.from_values(values, false);
   }
   // The fast path: a tuple or list of Python ints.
   const bool is_tuple = PyTuple_Check(h.ptr()), is_list = PyList_Check(h.ptr());
   if (!is_tuple && !is_list && !PySequence_Check(h.ptr()))
-    throw error("a configuration is a tuple of value indices (one per parameter) or a dict {parameter: value}");
+    throw error(
+        "a configuration is a tuple of value indices (one per parameter) or a dict {parameter: value}");
   nb::object seq = (is_tuple || is_list) ? nb::borrow(h) : nb::steal(PySequence_Tuple(h.ptr()));
   if (!seq.is_valid()) throw nb::python_error();
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
   if (static_cast<std::size_t>(n) != params.size())
-    throw error("a configuration has " + std::to_string(n) + " indices, the space " + std::to_string(params.size()) +
-                " parameters");
+    throw error("a configuration has " + std::to_string(n) + " indices, the space " +
+                std::to_string(params.size()) + " parameters");
   PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
   config c(params.size());
   for (Py_ssize_t i = 0; i < n; ++i) {
     const long long x = PyLong_AsLongLong(items[i]);
     if (x == -1 && PyErr_Occurred()) {
       PyErr_Clear();
-      throw error("a configuration's index " + std::to_string(i) + " (" + params[i].name + ") is not an integer");
+      throw error("a configuration's index " + std::to_string(i) + " (" + params[i].name +
+                  ") is not an integer");
     }
     if (x < 0 || static_cast<std::size_t>(x) >= params[i].values.size())
-      throw error("a configuration's index " + std::to_string(x) + " for " + params[i].name + " is out of range (0.." +
-                  std::to_string(params[i].values.size() - 1) + ")");
+      throw error("a configuration's index " + std::to_string(x) + " for " + params[i].name +
+                  " is out of range (0.." + std::to_string(params[i].values.size() - 1) + ")");
     c[i] = static_cast<std::uint32_t>(x);
   }
   return c;
@@ -165,9 +169,10 @@ config config_from_python(const search_space& space, nb::handle h) {
 status status_from_python(nb::handle h) {
   const auto name = nb::cast<std::string>(nb::str(h));
   if (auto s = status_from_string(name)) return *s;
-  throw nb::value_error(("unknown status '" + name +
-                         "' (expected ok, invalid, compile_failed, launch_failed, wrong_result, timeout, crashed)")
-                            .c_str());
+  throw nb::value_error(
+      ("unknown status '" + name +
+       "' (expected ok, invalid, compile_failed, launch_failed, wrong_result, timeout, crashed)")
+          .c_str());
 }
 
 }  // namespace kf::py

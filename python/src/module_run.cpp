@@ -64,42 +64,52 @@ void bind_run(nb::module_& m) {
       .def_ro("name", &experiment_spec::name)
       .def_ro("file", &experiment_spec::file)
       .def_rw("seed", &experiment_spec::seed)
-      .def_prop_rw("output", [](const experiment_spec& s) { return s.output.string(); },
-                   [](experiment_spec& s, const std::string& o) { s.output = o; })
-      .def_prop_rw("evaluations", [](const experiment_spec& s) { return s.budget.evaluations; },
-                   [](experiment_spec& s, std::optional<std::size_t> n) { s.budget.evaluations = n; })
+      .def_prop_rw(
+          "output", [](const experiment_spec& s) { return s.output.string(); },
+          [](experiment_spec& s, const std::string& o) { s.output = o; })
+      .def_prop_rw(
+          "evaluations", [](const experiment_spec& s) { return s.budget.evaluations; },
+          [](experiment_spec& s, std::optional<std::size_t> n) { s.budget.evaluations = n; })
       .def_prop_ro("budget", [](const experiment_spec& s) { return budget_dict(s.budget); })
       .def_prop_ro("strategy", [](const experiment_spec& s) { return plugin_dict(s.strategy); })
       .def_prop_ro("evaluator", [](const experiment_spec& s) { return plugin_dict(s.evaluator); })
       .def_prop_ro("space", [](const experiment_spec& s) { return s.prob.space; })
-      .def_prop_ro("problem", [](const experiment_spec& s) {
-        nb::dict d;
-        d["kind"] = nb::str(s.prob.source_kind.c_str());
-        d["file"] = nb::str(s.prob.source_file.c_str());
-        return d;
-      })
+      .def_prop_ro("problem",
+                   [](const experiment_spec& s) {
+                     nb::dict d;
+                     d["kind"] = nb::str(s.prob.source_kind.c_str());
+                     d["file"] = nb::str(s.prob.source_file.c_str());
+                     return d;
+                   })
       .def_ro("batch_size", &experiment_spec::batch_size)
-      .def_prop_ro("config", [](const experiment_spec& s) { return to_python(s.raw); }, "The config as read.")
+      .def_prop_ro(
+          "config", [](const experiment_spec& s) { return to_python(s.raw); }, "The config as read.")
       .def("__repr__", [](const experiment_spec& s) {
-        return "kforge.Experiment(" + s.name + ": " + s.prob.source_kind + " " + s.prob.source_file + ", strategy " +
-               s.strategy.type + ", evaluator " + s.evaluator.type + ", seed " + std::to_string(s.seed) + ")";
+        return "kforge.Experiment(" + s.name + ": " + s.prob.source_kind + " " + s.prob.source_file +
+               ", strategy " + s.strategy.type + ", evaluator " + s.evaluator.type + ", seed " +
+               std::to_string(s.seed) + ")";
       });
 
-  m.def("load_experiment", [](const std::string& path) { return load_experiment(path); }, "path"_a,
-        "Reads and checks an experiment config (YAML or JSON); kforge.ConfigError names the file, key and reason.");
-  m.def("experiment", [](nb::dict config, std::optional<std::string> base_dir) { return to_spec(config, base_dir); },
-        "config"_a, "base_dir"_a = nb::none(),
-        "An experiment from a dict with the keys of a config file; relative paths from base_dir (default: the "
-        "working directory).");
+  m.def(
+      "load_experiment", [](const std::string& path) { return load_experiment(path); }, "path"_a,
+      "Reads and checks an experiment config (YAML or JSON); kforge.ConfigError names the file, key and "
+      "reason.");
+  m.def(
+      "experiment",
+      [](nb::dict config, std::optional<std::string> base_dir) { return to_spec(config, base_dir); },
+      "config"_a, "base_dir"_a = nb::none(),
+      "An experiment from a dict with the keys of a config file; relative paths from base_dir (default: the "
+      "working directory).");
 
   nb::class_<run_result>(m, "RunResult", "What kforge.run() returns.")
       .def_prop_ro("folder", [](const run_result& r) { return r.folder.string(); })
       .def_prop_ro("reason", [](const run_result& r) { return std::string(to_string(r.reason)); })
       .def_prop_ro("trials", [](const run_result& r) { return trials_of(r.history); })
-      .def_prop_ro("best", [](const run_result& r) -> std::optional<trial> {
-        if (const auto* b = r.history.best()) return *b;
-        return std::nullopt;
-      })
+      .def_prop_ro("best",
+                   [](const run_result& r) -> std::optional<trial> {
+                     if (const auto* b = r.history.best()) return *b;
+                     return std::nullopt;
+                   })
       .def_ro("clock_s", &run_result::clock_s)
       .def_ro("wall_s", &run_result::wall_s)
       .def_ro("setup_s", &run_result::setup_s)
@@ -117,7 +127,8 @@ void bind_run(nb::module_& m) {
         if (output) spec.output = *output;
         if (seed) spec.seed = *seed;
         if (evaluations) {
-          if (*evaluations == 0) throw config_error("kforge.run()", "evaluations", "expected a positive number");
+          if (*evaluations == 0)
+            throw config_error("kforge.run()", "evaluations", "expected a positive number");
           spec.budget.evaluations = *evaluations;
         }
         const auto checked = check_space(spec.prob.space);
@@ -152,20 +163,21 @@ void bind_run(nb::module_& m) {
         if (pending_error.is_valid())
           throw error("the progress callback raised, the run stopped (resume it with resume=True): " +
                       nb::cast<std::string>(pending_error));
-        if (res.reason == stop_reason::interrupted) throw nb::builtin_exception(nb::exception_type::runtime_error,
-            ("interrupted; the run in " + res.folder.string() + " continues with kforge.run(..., resume=True)").c_str());
+        if (res.reason == stop_reason::interrupted)
+          throw error("interrupted (Ctrl-C); the run in " + res.folder.string() +
+                      " continues with kforge.run(..., resume=True)");
         return res;
       },
-      "config"_a, "output"_a = nb::none(), "resume"_a = false, "seed"_a = nb::none(), "evaluations"_a = nb::none(),
-      "progress"_a = nb::none(), "base_dir"_a = nb::none(),
+      "config"_a, "output"_a = nb::none(), "resume"_a = false, "seed"_a = nb::none(),
+      "evaluations"_a = nb::none(), "progress"_a = nb::none(), "base_dir"_a = nb::none(),
       "Runs an experiment (a config path, a dict or an Experiment) into a run folder, as `kforge run` does. "
       "resume=True continues the run in `output` (or the latest unfinished run of the experiment). "
       "progress(trial) is called after every trial.");
 
   m.def(
       "score",
-      [](nb::handle config, std::optional<std::size_t> seeds, std::optional<std::vector<std::string>> strategies,
-         std::optional<std::string> base_dir) {
+      [](nb::handle config, std::optional<std::size_t> seeds,
+         std::optional<std::vector<std::string>> strategies, std::optional<std::string> base_dir) {
         score_job job = parse_score_job(config_document(config, base_dir, "score"));
         if (seeds) job.seeds = *seeds;
         if (strategies) {
@@ -173,7 +185,8 @@ void bind_run(nb::module_& m) {
             return std::find(strategies->begin(), strategies->end(), p.type) == strategies->end();
           });
           if (job.strategies.empty())
-            throw config_error("kforge.score()", "strategies", "none of the named strategies is in the score config");
+            throw config_error("kforge.score()", "strategies",
+                               "none of the named strategies is in the score config");
         }
         score_table table;
         {
@@ -185,29 +198,36 @@ void bind_run(nb::module_& m) {
         return out;
       },
       "config"_a, "seeds"_a = nb::none(), "strategies"_a = nb::none(), "base_dir"_a = nb::none(),
-      "P-scores of strategies on recorded spaces (a score config path or dict), as `kforge score`: a dict with "
+      "P-scores of strategies on recorded spaces (a score config path or dict), as `kforge score`: a dict "
+      "with "
       "spaces, strategies, mean_score, cells (with P(t) curves) and text (the table).");
 
   nb::class_<run_store>(m, "RunStore",
                         "A run folder's SQLite store. mode 'r' (default) reads any run (also one it cannot "
                         "write); 'w' creates or continues a store (one writer per folder).")
-      .def("__init__",
-           [](run_store* self, const std::string& folder, const std::string& mode) {
-             if (mode != "r" && mode != "w") throw config_error("kforge.RunStore()", "mode", "expected 'r' or 'w'");
-             new (self) run_store(folder, mode == "r" ? store_access::read_only : store_access::read_write);
-           },
-           "folder"_a, "mode"_a = "r")
+      .def(
+          "__init__",
+          [](run_store* self, const std::string& folder, const std::string& mode) {
+            if (mode != "r" && mode != "w")
+              throw config_error("kforge.RunStore()", "mode", "expected 'r' or 'w'");
+            new (self) run_store(folder, mode == "r" ? store_access::read_only : store_access::read_write);
+          },
+          "folder"_a, "mode"_a = "r")
       .def_prop_ro("folder", [](const run_store& s) { return s.dir().string(); })
       .def("trials", &run_store::trials, "Every stored trial, by sequence.")
       .def("__len__", &run_store::trial_count)
-      .def("meta", [](const run_store& s, const std::string& k) { return to_python(s.meta(k)); }, "key"_a,
-           "A run-level record (experiment, space, evaluator, finished, ...), or None.")
-      .def("set_meta", [](run_store& s, const std::string& k, nb::handle v) { s.set_meta(k, to_json(v, k)); },
-           "key"_a, "value"_a)
-      .def_prop_ro("space", [](const run_store& s) { return stored_space(s); },
-                   "The stored space's parameters (constraint-free).")
-      .def("set_space", [](run_store& s, const search_space& sp) { s.set_meta("space", describe_space(sp)); },
-           "space"_a, "Records the space's parameters (what readers and exports need).")
+      .def(
+          "meta", [](const run_store& s, const std::string& k) { return to_python(s.meta(k)); }, "key"_a,
+          "A run-level record (experiment, space, evaluator, finished, ...), or None.")
+      .def(
+          "set_meta", [](run_store& s, const std::string& k, nb::handle v) { s.set_meta(k, to_json(v, k)); },
+          "key"_a, "value"_a)
+      .def_prop_ro(
+          "space", [](const run_store& s) { return stored_space(s); },
+          "The stored space's parameters (constraint-free).")
+      .def(
+          "set_space", [](run_store& s, const search_space& sp) { s.set_meta("space", describe_space(sp)); },
+          "space"_a, "Records the space's parameters (what readers and exports need).")
       .def(
           "commit",
           [](run_store& s, nb::handle items) {
@@ -221,8 +241,9 @@ void bind_run(nb::module_& m) {
           },
           "trials"_a, "Appends trials (sequences continue the stored ones) in one transaction.");
 
-  m.def("read_run", [](const std::string& folder) { return to_python(summary_json(read_run(folder))); }, "folder"_a,
-        "A run folder's summary, as `kforge report --json` prints it.");
+  m.def(
+      "read_run", [](const std::string& folder) { return to_python(summary_json(read_run(folder))); },
+      "folder"_a, "A run folder's summary, as `kforge report --json` prints it.");
 }
 
 }  // namespace kf::py

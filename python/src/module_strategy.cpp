@@ -111,7 +111,8 @@ class py_strategy {
       h_->instance = h_->cls(nb::cast(space, nb::rv_policy::copy), seed, **h_->kwargs);
       h_->propose = h_->instance.attr("propose");
       h_->observe = h_->instance.attr("observe");
-      h_->finished = nb::hasattr(h_->instance, "finished") ? nb::object(h_->instance.attr("finished")) : nb::object();
+      h_->finished =
+          nb::hasattr(h_->instance, "finished") ? nb::object(h_->instance.attr("finished")) : nb::object();
       h_->propose_takes_state = nb::cast<bool>(helpers().attr("takes_state")(h_->propose));
     } catch (nb::python_error& e) {
       strategy_raised(h_->name, "__init__", e);
@@ -135,7 +136,8 @@ class py_strategy {
     } catch (nb::python_error& e) {
       strategy_raised(h_->name, "propose()", e);
     } catch (const error& e) {
-      throw error("python strategy '" + h_->name + "' proposed something that is not a configuration: " + e.what());
+      throw error("python strategy '" + h_->name +
+                  "' proposed something that is not a configuration: " + e.what());
     }
     return out;
   }
@@ -170,8 +172,8 @@ class py_strategy {
 namespace {
 
 option_type option_type_from(const std::string& t, const config_location& where) {
-  for (auto x : {option_type::integer, option_type::real, option_type::boolean, option_type::string, option_type::list,
-                 option_type::object, option_type::any})
+  for (auto x : {option_type::integer, option_type::real, option_type::boolean, option_type::string,
+                 option_type::list, option_type::object, option_type::any})
     if (to_string(x) == t) return x;
   where.fail("option type '" + t + "' is not one of integer, real, boolean, string, list, object, any");
 }
@@ -194,7 +196,8 @@ std::vector<option_spec> class_options(nb::handle cls, const config_location& wh
     o.doc = j.value("doc", "");
     if (j.contains("min") && !j["min"].is_null()) o.min = j["min"].get<double>();
     if (j.contains("max") && !j["max"].is_null()) o.max = j["max"].get<double>();
-    if (j.contains("choices") && j["choices"].is_array()) o.choices = j["choices"].get<std::vector<std::string>>();
+    if (j.contains("choices") && j["choices"].is_array())
+      o.choices = j["choices"].get<std::vector<std::string>>();
     o.required = j.value("required", false);
     out.push_back(std::move(o));
   }
@@ -235,14 +238,15 @@ python_bridge make_bridge() {
   b.declared_options = [](const nlohmann::json& params, const config_location& where) {
     auto specs = python_strategy_base_options();
     // Without a module and a class (or with ill-typed ones) the base options alone report it.
-    if (!params.is_object() || !params.contains("module") || !params["module"].is_string() || !params.contains("class") ||
-        !params["class"].is_string())
+    if (!params.is_object() || !params.contains("module") || !params["module"].is_string() ||
+        !params.contains("class") || !params["class"].is_string())
       return specs;
     nb::gil_scoped_acquire gil;
     const auto cls = load_class(params, where);
     for (auto& o : class_options(cls, where.child("class"))) {
       if (o.name == "module" || o.name == "class")
-        where.child("class").fail("the class declares option '" + o.name + "', a name python strategies reserve");
+        where.child("class").fail("the class declares option '" + o.name +
+                                  "', a name python strategies reserve");
       specs.push_back(std::move(o));
     }
     return specs;
@@ -262,7 +266,8 @@ python_bridge make_bridge() {
 /// kforge.Strategy: any registered strategy, asked and told by hand (Optuna's ask/tell).
 class ask_tell {
  public:
-  ask_tell(search_space space, strategy s, std::uint64_t seed, std::optional<std::size_t> budget, std::string name)
+  ask_tell(search_space space, strategy s, std::uint64_t seed, std::optional<std::size_t> budget,
+           std::string name)
       : space_ptr_(std::make_unique<search_space>(std::move(space))),
         space_(*space_ptr_),
         strat_(std::move(s)),
@@ -340,13 +345,14 @@ class ask_tell {
   // The strategy contract, as the experiment loop checks it.
   void check(const std::vector<config>& got, std::size_t n) const {
     if (got.size() > n)
-      throw error("strategy '" + name_ + "' proposed " + std::to_string(got.size()) + " configurations where " +
-                  std::to_string(n) + " were asked for");
+      throw error("strategy '" + name_ + "' proposed " + std::to_string(got.size()) +
+                  " configurations where " + std::to_string(n) + " were asked for");
     for (std::size_t i = 0; i < got.size(); ++i) {
       const auto& c = got[i];
       if (!space_.is_valid(c)) throw error("strategy '" + name_ + "' proposed an invalid configuration");
       if (history_.measured(c) || std::find(pending_.begin(), pending_.end(), c) != pending_.end() ||
-          std::find(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(i), c) != got.begin() + static_cast<std::ptrdiff_t>(i))
+          std::find(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(i), c) !=
+              got.begin() + static_cast<std::ptrdiff_t>(i))
         throw error("strategy '" + name_ + "' proposed " + space_.describe(c) + " again");
     }
   }
@@ -438,16 +444,19 @@ void bind_strategy(nb::module_& m) {
 
   nb::class_<state_view>(m, "SearchState",
                          "What a Python strategy's propose(n, state) sees (valid during that call only).")
-      .def("seen", [](const state_view& v, nb::handle c) { return v.s->seen(config_from_python(*v.space, c)); },
-           "config"_a, "Measured or in flight.")
-      .def_prop_ro("pending",
-                   [](const state_view& v) {
-                     nb::list l;
-                     for (const auto& c : v.s->pending())
-                       l.append(config_to_python(c));
-                     return l;
-                   },
-                   "Proposed and not yet observed.")
+      .def(
+          "seen",
+          [](const state_view& v, nb::handle c) { return v.s->seen(config_from_python(*v.space, c)); },
+          "config"_a, "Measured or in flight.")
+      .def_prop_ro(
+          "pending",
+          [](const state_view& v) {
+            nb::list l;
+            for (const auto& c : v.s->pending())
+              l.append(config_to_python(c));
+            return l;
+          },
+          "Proposed and not yet observed.")
       .def_prop_ro("evaluations_left", [](const state_view& v) { return v.s->evaluations_left(); })
       .def_prop_ro("measured", [](const state_view& v) { return v.s->history().size(); })
       .def_prop_ro("best", [](const state_view& v) -> std::optional<trial> {
@@ -455,11 +464,13 @@ void bind_strategy(nb::module_& m) {
         return std::nullopt;
       });
 
-  nb::class_<ask_tell>(m, "Strategy",
-                       "A search strategy asked for configurations and told their results (ask/tell). Made by "
-                       "kforge.strategy(name_or_class, space, seed=..., **options).")
+  nb::class_<ask_tell>(
+      m, "Strategy",
+      "A search strategy asked for configurations and told their results (ask/tell). Made by "
+      "kforge.strategy(name_or_class, space, seed=..., **options).")
       .def("propose", &ask_tell::propose, "n"_a = 1,
-           "Up to n configurations (index tuples): valid, distinct, neither measured nor pending; fewer when the "
+           "Up to n configurations (index tuples): valid, distinct, neither measured nor pending; fewer when "
+           "the "
            "strategy or the budget has no more.")
       .def("observe", &ask_tell::observe, "trials"_a,
            "Results of proposed configurations: Trials, (config, time_ms) pairs (time None: failed) or dicts "
@@ -467,25 +478,32 @@ void bind_strategy(nb::module_& m) {
       .def("finished", &ask_tell::finished, "Whether the strategy has nothing more to propose.")
       .def_prop_ro("space", [](const ask_tell& a) { return a.space(); })
       .def_prop_ro("name", &ask_tell::name)
-      .def_prop_ro("trials", [](const ask_tell& a) {
-        return std::vector<trial>(a.history().trials().begin(), a.history().trials().end());
-      }, "Every observed trial, in the order told.")
-      .def_prop_ro("pending", [](const ask_tell& a) {
-        nb::list l;
-        for (const auto& c : a.pending())
-          l.append(config_to_python(c));
-        return l;
-      })
+      .def_prop_ro(
+          "trials",
+          [](const ask_tell& a) {
+            return std::vector<trial>(a.history().trials().begin(), a.history().trials().end());
+          },
+          "Every observed trial, in the order told.")
+      .def_prop_ro("pending",
+                   [](const ask_tell& a) {
+                     nb::list l;
+                     for (const auto& c : a.pending())
+                       l.append(config_to_python(c));
+                     return l;
+                   })
       .def_prop_ro("evaluations_left", &ask_tell::evaluations_left)
-      .def_prop_ro("best", [](const ask_tell& a) -> std::optional<trial> {
-        if (const auto* b = a.history().best()) return *b;
-        return std::nullopt;
-      }, "The fastest ok trial, or None.");
+      .def_prop_ro(
+          "best",
+          [](const ask_tell& a) -> std::optional<trial> {
+            if (const auto* b = a.history().best()) return *b;
+            return std::nullopt;
+          },
+          "The fastest ok trial, or None.");
 
   m.def(
       "strategy",
-      [](nb::handle name_or_class, const search_space& space, std::uint64_t seed, std::optional<std::size_t> budget,
-         nb::kwargs params) {
+      [](nb::handle name_or_class, const search_space& space, std::uint64_t seed,
+         std::optional<std::size_t> budget, nb::kwargs params) {
         const config_location where{"kforge.strategy()", "params"};
         if (nb::isinstance<nb::str>(name_or_class)) {
           const auto name = nb::cast<std::string>(name_or_class);
@@ -501,7 +519,8 @@ void bind_strategy(nb::module_& m) {
         return ask_tell(space, std::move(s), seed, budget, name);
       },
       "strategy"_a, "space"_a, "seed"_a = 0, "budget"_a = nb::none(), "params"_a,
-      "An ask/tell Strategy: a registered strategy by name (random, ga, bo, hybrid, ...) or a Python strategy "
+      "An ask/tell Strategy: a registered strategy by name (random, ga, bo, hybrid, ...) or a Python "
+      "strategy "
       "class, with its options as keywords (checked like a config's). `budget` caps the evaluations.");
 
   m.def(
@@ -518,25 +537,30 @@ void bind_strategy(nb::module_& m) {
                                  }});
       },
       "name"_a, "cls"_a, "summary"_a = nb::none(),
-      "Registers a Python strategy class under `name`: usable by kforge.strategy(name, ...) and in configs run "
+      "Registers a Python strategy class under `name`: usable by kforge.strategy(name, ...) and in configs "
+      "run "
       "from this process ({type: name, params: {...}}), its options checked like a built-in's.");
 
-  m.def("strategies", [] { return strategy_registry().names(); }, "The registered strategies' names.");
-  m.def("plugins", [] {
-    nb::dict d;
-    d["strategies"] = entries(strategy_registry());
-    d["evaluators"] = entries(evaluator_registry());
-    d["transforms"] = entries(transform_registry());
-    nb::list files;
-    for (const auto& p : loaded_plugins()) {
-      nb::dict f;
-      f["file"] = nb::str(p.resolved.string().c_str());
-      f["added"] = nb::cast(p.added);
-      files.append(f);
-    }
-    d["plugins"] = files;
-    return d;
-  }, "Registered strategies, evaluators and transforms with their options, and the loaded plug-ins.");
+  m.def(
+      "strategies", [] { return strategy_registry().names(); }, "The registered strategies' names.");
+  m.def(
+      "plugins",
+      [] {
+        nb::dict d;
+        d["strategies"] = entries(strategy_registry());
+        d["evaluators"] = entries(evaluator_registry());
+        d["transforms"] = entries(transform_registry());
+        nb::list files;
+        for (const auto& p : loaded_plugins()) {
+          nb::dict f;
+          f["file"] = nb::str(p.resolved.string().c_str());
+          f["added"] = nb::cast(p.added);
+          files.append(f);
+        }
+        d["plugins"] = files;
+        return d;
+      },
+      "Registered strategies, evaluators and transforms with their options, and the loaded plug-ins.");
   m.def(
       "load_plugin",
       [](const std::string& file) {

@@ -60,8 +60,10 @@ nlohmann::json entries_json(const R& reg) {
 
 int cmd_plugins(const std::vector<std::string>& args) {
   po::options_description desc(
-      "usage: kforge plugins [--json] [--plugin FILE.so ...]\n\nLists the registered strategies, evaluators and "
-      "transforms and their options with defaults and ranges, and the plug-ins loaded with --plugin.\n\noptions");
+      "usage: kforge plugins [--json] [--plugin FILE.so ...]\n\nLists the registered strategies, evaluators "
+      "and "
+      "transforms and their options with defaults and ranges, and the plug-ins loaded with "
+      "--plugin.\n\noptions");
   desc.add_options()("help,h", "show this help")("json", "print the plug-ins as JSON");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(desc).run(), vm);

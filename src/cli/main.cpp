@@ -24,7 +24,8 @@ const char* usage =
     "  plugins          registered strategies, evaluators and transforms with their options\n"
     "\n"
     "`kforge <command> --help` (or `kforge help <command>`) describes a command's options.\n"
-    "Every command takes `--plugin FILE.so` (repeatable): load a shared-library plug-in first (docs/plugins.md).\n";
+    "Every command takes `--plugin FILE.so` (repeatable): load a shared-library plug-in first "
+    "(docs/plugins.md).\n";
 
 // Loads the plug-ins named by --plugin FILE / --plugin=FILE and returns the other arguments.
 std::vector<std::string> take_plugins(const std::vector<std::string>& args) {
@@ -32,7 +33,8 @@ std::vector<std::string> take_plugins(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string file;
     if (args[i] == "--plugin") {
-      if (i + 1 >= args.size()) throw kf::config_error("command line", "--plugin", "expected a plug-in file after it");
+      if (i + 1 >= args.size())
+        throw kf::config_error("command line", "--plugin", "expected a plug-in file after it");
       file = args[++i];
     } else if (args[i].rfind("--plugin=", 0) == 0) {
       file = args[i].substr(9);
@@ -44,7 +46,7 @@ std::vector<std::string> take_plugins(const std::vector<std::string>& args) {
   }
   return rest;
 }
-}
+}  // namespace
 
 int main(int argc, char** argv) {
   // `kforge help CMD` is `kforge CMD --help`.

@@ -62,8 +62,9 @@ const loaded_plugin& load_plugin(const std::string& file, const config_location&
   const int rc = entry(&host);
   if (rc == plugin_abi_mismatch || host.plugin_abi != host.host_abi) {
     // The plug-in's code stays mapped (it may have run); it is never called again.
-    where.fail("plug-in '" + file + "' was built against kforge plug-in ABI " + std::to_string(host.plugin_abi) +
-               ", but this kforge (" + std::string(version()) + ") has ABI " + std::to_string(host.host_abi) +
+    where.fail("plug-in '" + file + "' was built against kforge plug-in ABI " +
+               std::to_string(host.plugin_abi) + ", but this kforge (" + std::string(version()) +
+               ") has ABI " + std::to_string(host.host_abi) +
                ": rebuild it against this kforge's installed package (find_package(kforge))");
   }
   if (rc != plugin_ok)

@@ -67,7 +67,8 @@ const python_bridge& python_support(const config_location& where) {
   if (embed(message, sizeof message) != 0)
     where.fail(std::string("cannot start Python for a python strategy: ") + message);
   std::lock_guard lk(bridge_mu);
-  if (!installed()) where.fail("Python started, but importing kforge._core installed no python strategy support");
+  if (!installed())
+    where.fail("Python started, but importing kforge._core installed no python strategy support");
   return bridge();
 }
 

@@ -67,20 +67,29 @@ void python_crossing(benchmark::State& state, plugin_spec spec) {
               std::span<const trial>(h.trials().data() + first, h.size() - first));
     proposals += static_cast<std::int64_t>(props.size());
   }
-  state.counters["us_per_proposal"] =
-      benchmark::Counter(static_cast<double>(proposals) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["us_per_proposal"] = benchmark::Counter(
+      static_cast<double>(proposals) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 const std::string bench_dir = KFORGE_SOURCE_DIR "/tests/bench/";
 const std::string examples = KFORGE_SOURCE_DIR "/examples/python/";
 
 BENCHMARK_CAPTURE(python_crossing, cpp_random, plugin_spec{"random", nlohmann::json::object(), {}})
-    ->Arg(1)->Arg(8)->Arg(64);
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64);
 BENCHMARK_CAPTURE(python_crossing, python_minimal,
-                  plugin_spec{"python", {{"module", bench_dir + "python_strategy_bench.py"}, {"class", "Minimal"}}, {}})
-    ->Arg(1)->Arg(8)->Arg(64);
+                  plugin_spec{"python",
+                              {{"module", bench_dir + "python_strategy_bench.py"}, {"class", "Minimal"}},
+                              {}})
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64);
 BENCHMARK_CAPTURE(python_crossing, python_neighbour_walk,
-                  plugin_spec{"python", {{"module", examples + "neighbour_walk.py"}, {"class", "NeighbourWalk"}}, {}})
-    ->Arg(1)->Arg(8)->Arg(64);
+                  plugin_spec{
+                      "python", {{"module", examples + "neighbour_walk.py"}, {"class", "NeighbourWalk"}}, {}})
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64);
 
 }  // namespace

@@ -33,7 +33,8 @@ class conformance : public ::testing::TestWithParam<strategy_case> {
   void SetUp() override {
 #ifndef KFORGE_HAVE_PYTHON
     if (GetParam().spec.type == "python")
-      GTEST_SKIP() << "kforge was built without its Python module (nanobind in <repo>/.venv: scripts/install-deps)";
+      GTEST_SKIP()
+          << "kforge was built without its Python module (nanobind in <repo>/.venv: scripts/install-deps)";
 #endif
   }
 };

@@ -35,11 +35,17 @@ struct noop_transform {
 
 KFORGE_PLUGIN(host) {
 #ifdef KFORGE_TEST_PLUGIN_THROWS
-  host.strategies().add({"random", "taken", {}, [](const kf::options&) { return kf::strategy(first_unseen{}); }});
+  host.strategies().add(
+      {"random", "taken", {}, [](const kf::options&) { return kf::strategy(first_unseen{}); }});
 #else
-  host.strategies().add({"test_plugin_first", "the first unseen valid configuration, in order", {},
-                         [](const kf::options&) { return kf::strategy(first_unseen{}, "test_plugin_first"); }});
-  host.transforms().add({"test_plugin_noop", "leaves the source as it is", {},
-                         [](const kf::options&, const kf::transform_site&) { return kf::transform(noop_transform{}); }});
+  host.strategies().add(
+      {"test_plugin_first", "the first unseen valid configuration, in order", {}, [](const kf::options&) {
+         return kf::strategy(first_unseen{}, "test_plugin_first");
+       }});
+  host.transforms().add(
+      {"test_plugin_noop",
+       "leaves the source as it is",
+       {},
+       [](const kf::options&, const kf::transform_site&) { return kf::transform(noop_transform{}); }});
 #endif
 }
