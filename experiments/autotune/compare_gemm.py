@@ -2,7 +2,7 @@
 on a GPU: the same configuration list (and a larger space for kforge), each variant in a fresh process with an
 empty Triton cache and no stored tuning, so that wall time includes every compile.
 
-    python3 experiments/autotune/compare_gemm.py [--size 4096] [--out table.md]
+    python3 experiments/autotune/compare_gemm.py [--size 4096] [--out table.md] [--deadline 200]
 
 Per variant: candidates, configurations evaluated, tuning wall time (first call: compiles + checks + timing),
 the chosen configuration and its time re-measured with triton.testing.do_bench (median of 5 runs of it, the
@@ -40,10 +40,10 @@ SPACE = {"params": {"BLOCK_M": [32, 64, 128, 256], "BLOCK_N": [32, 64, 128, 256]
 VARIANTS = {
     "triton.autotune, list": dict(tool="triton"),
     "kforge.autotune, list, all": dict(tool="kforge", budget=None),
-    "kforge.autotune, list, half": dict(tool="kforge", budget=0.5),
     "kforge.autotune, space, 48": dict(tool="kforge", budget=48, space=True),
     "kforge.autotune, list, all, 2nd process": dict(tool="kforge", budget=None, second=True),
-}
+    "kforge.autotune, list, half": dict(tool="kforge", budget=0.5),
+}  # in order of importance: what the deadline leaves out comes last
 
 
 def one(variant, size, store):
@@ -100,10 +100,41 @@ def one(variant, size, store):
                       "from_store": report.get("from_store", False)}), flush=True)
 
 
+def table(rows, size):
+    """The Markdown table of the rows so far, and one line per kforge variant against triton.autotune."""
+    lines = [f"GEMM bf16 {size}^3 (f32 accumulate), {len(LIST)}-configuration list; kforge: hybrid strategy, "
+             f"seed 0, {os.cpu_count()} cores for compiles",
+             "",
+             "| variant | candidates | evaluated | tuning wall s (incl. compiles) | compile wall s | best configuration "
+             "| best ms (median of 5 do_bench) | TFLOP/s | correct |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "skipped" in r:
+            lines.append(f"| {r['variant']} | | | | | {r['skipped']} | | | |")
+            continue
+        cw = "" if r["compile_wall_s"] is None else f"{r['compile_wall_s']:.1f}"
+        lines.append(f"| {r['variant']} | {r['candidates']} | {r['evaluated']} | {r['wall_s']:.1f} | {cw} | {r['best']} "
+                     f"| {r['ms']:.4f} ({r['spread_ms'][0]:.4f}-{r['spread_ms'][1]:.4f}) | {r['tflops']:.0f} "
+                     f"| {r['correct']} |")
+    base = next((r for r in rows if r["variant"].startswith("triton") and "skipped" not in r), None)
+    if base:
+        lines.append("")
+        for r in rows:
+            if r is base or "skipped" in r:
+                continue
+            lines.append(f"{r['variant']}: best {r['ms']:.4f} ms vs triton.autotune's {base['ms']:.4f} ms "
+                         f"({base['ms'] / r['ms']:.3f}x as fast), tuning wall {r['wall_s']:.1f} s vs "
+                         f"{base['wall_s']:.1f} s ({base['wall_s'] / max(r['wall_s'], 1e-9):.1f}x less)")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=4096)
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", default=None, help="the table (Markdown), rewritten after every variant")
+    ap.add_argument("--deadline", type=float, default=float(os.environ.get("KF_DEADLINE_S", 200)),
+                    help="seconds for all variants; a variant that would start with less than 20 s left, or "
+                         "runs past the deadline, is reported as skipped")
     ap.add_argument("--variant", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--store", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -112,38 +143,52 @@ def main():
         return
     rows = []
     store = tempfile.mkdtemp(prefix="kforge-autotune-store-")
+    first_cache = None
+    t_start = time.perf_counter()
+
+    def write():
+        text = table(rows, args.size)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        return text
+
     for variant, v in VARIANTS.items():
+        left = args.deadline - (time.perf_counter() - t_start)
+        if left < 20:
+            rows.append({"variant": variant, "skipped": f"skipped: {left:.0f} s left of --deadline {args.deadline:.0f}"})
+            write()
+            continue
         env = dict(os.environ, TRITON_CACHE_DIR=tempfile.mkdtemp(prefix="triton-cache-"))
         if v.get("second"):
+            if first_cache is None:
+                rows.append({"variant": variant, "skipped": "skipped: the first kforge variant did not finish"})
+                write()
+                continue
             env["TRITON_CACHE_DIR"] = first_cache  # the first run's compiled kernels, as a second process has
         cmd = [sys.executable, __file__, "--variant", variant, "--size", str(args.size),
                "--store", store if v.get("second") or variant == "kforge.autotune, list, all" else ""]
         t0 = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-        if variant == "kforge.autotune, list, all":
-            first_cache = env["TRITON_CACHE_DIR"]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=left)
+        except subprocess.TimeoutExpired as e:
+            print(f"{variant}: past the deadline\n{(e.stderr or b'')[-3000:]!r}", file=sys.stderr)
+            rows.append({"variant": variant, "skipped": f"stopped after {time.perf_counter() - t0:.0f} s (deadline)"})
+            write()
+            continue
         if r.returncode != 0:
             print(f"{variant}: failed\n{r.stderr[-3000:]}", file=sys.stderr)
+            last = (r.stderr.strip().splitlines() or ["?"])[-1][:120].replace("|", "/")
+            rows.append({"variant": variant, "skipped": f"failed (exit {r.returncode}): {last}"})
+            write()
             continue
+        if variant == "kforge.autotune, list, all":
+            first_cache = env["TRITON_CACHE_DIR"]
         row = json.loads(r.stdout.strip().splitlines()[-1])
         row["process_s"] = time.perf_counter() - t0
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    lines = [f"GEMM bf16 {args.size}^3 (f32 accumulate), {len(LIST)}-configuration list; kforge: hybrid strategy, "
-             f"seed 0, {os.cpu_count()} cores for compiles",
-             "",
-             "| variant | candidates | evaluated | tuning wall s (incl. compiles) | compile wall s | best configuration "
-             "| best ms (median of 5 do_bench) | TFLOP/s | correct |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        cw = "" if r["compile_wall_s"] is None else f"{r['compile_wall_s']:.1f}"
-        lines.append(f"| {r['variant']} | {r['candidates']} | {r['evaluated']} | {r['wall_s']:.1f} | {cw} | {r['best']} "
-                     f"| {r['ms']:.4f} ({r['spread_ms'][0]:.4f}-{r['spread_ms'][1]:.4f}) | {r['tflops']:.0f} "
-                     f"| {r['correct']} |")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+        write()
+    write()
 
 
 if __name__ == "__main__":
