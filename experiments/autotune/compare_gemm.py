@@ -144,6 +144,7 @@ def main():
     rows = []
     store = tempfile.mkdtemp(prefix="kforge-autotune-store-")
     first_cache = None
+    start_method = None
     t_start = time.perf_counter()
 
     def write():
@@ -165,25 +166,47 @@ def main():
                 write()
                 continue
             env["TRITON_CACHE_DIR"] = first_cache  # the first run's compiled kernels, as a second process has
-        cmd = [sys.executable, __file__, "--variant", variant, "--size", str(args.size),
-               "--store", store if v.get("second") or variant == "kforge.autotune, list, all" else ""]
-        t0 = time.perf_counter()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=left)
-        except subprocess.TimeoutExpired as e:
-            print(f"{variant}: past the deadline\n{(e.stderr or b'')[-3000:]!r}", file=sys.stderr)
+        # kforge's compile pool forks; where a forked worker fails on this machine, the variant runs again
+        # with fresh workers (KFORGE_AUTOTUNE_START=spawn), and so do the ones after it (the row says so).
+        for attempt in ("default", "spawn"):
+            if attempt == "spawn":
+                if v["tool"] != "kforge" or start_method or "KFORGE_AUTOTUNE_START" in os.environ or left < 30:
+                    break
+                start_method = "spawn"
+                if not v.get("second"):
+                    env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
+                if variant == "kforge.autotune, list, all":  # the failed attempt may have stored trials
+                    store = tempfile.mkdtemp(prefix="kforge-autotune-store-")
+            if start_method:
+                env["KFORGE_AUTOTUNE_START"] = start_method
+            cmd = [sys.executable, __file__, "--variant", variant, "--size", str(args.size),
+                   "--store", store if v.get("second") or variant == "kforge.autotune, list, all" else ""]
+            t0 = time.perf_counter()
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=left)
+            except subprocess.TimeoutExpired as e:
+                print(f"{variant}: past the deadline\n{(e.stderr or b'')[-3000:]!r}", file=sys.stderr)
+                r = None
+                break
+            if r.returncode == 0:
+                break
+            print(f"{variant} ({attempt} start): failed\n{r.stderr[-3000:]}", file=sys.stderr)
+            left = args.deadline - (time.perf_counter() - t_start)
+        if r is None:
             rows.append({"variant": variant, "skipped": f"stopped after {time.perf_counter() - t0:.0f} s (deadline)"})
             write()
             continue
         if r.returncode != 0:
-            print(f"{variant}: failed\n{r.stderr[-3000:]}", file=sys.stderr)
             last = (r.stderr.strip().splitlines() or ["?"])[-1][:120].replace("|", "/")
             rows.append({"variant": variant, "skipped": f"failed (exit {r.returncode}): {last}"})
             write()
             continue
-        if variant == "kforge.autotune, list, all":
+        if start_method:
+            variant = f"{variant} (spawned compile workers)"
+        if variant.startswith("kforge.autotune, list, all") and not v.get("second"):
             first_cache = env["TRITON_CACHE_DIR"]
         row = json.loads(r.stdout.strip().splitlines()[-1])
+        row["variant"] = variant
         row["process_s"] = time.perf_counter() - t0
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
