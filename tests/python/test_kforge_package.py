@@ -217,3 +217,15 @@ def test_importing_kforge_needs_nothing_native():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ, KFORGE_NATIVE_DIR="/nonexistent"))
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+
+
+def test_docs_show_the_examples_verbatim_each_under_60_lines():
+    import re
+
+    blocks = re.findall(r"```\w+\n(.*?)```", (ROOT / "docs/plugins.md").read_text(), re.S)
+    for example in (WALK, ROOT / "examples/plugin/example_plugin.cpp"):
+        text = example.read_text()
+        assert text in blocks, f"docs/plugins.md does not show {example.relative_to(ROOT)} as it is"
+        n = len(text.splitlines())
+        assert n < 60, f"{example.relative_to(ROOT)} has {n} lines"
+        assert f"{example.relative_to(ROOT)}, {n} lines" in (ROOT / "docs/plugins.md").read_text()
