@@ -22,7 +22,8 @@ add_library(kforge::core ALIAS kforge_core)
 set_target_properties(kforge kforge-worker PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 # Tests and benchmarks reach into what the core links privately (SQLite, yaml-cpp, zlib, xxhash, NVRTC):
 # with a static core they inherited it; with the shared one they name it.
-foreach(_kf_t kforge_unit_tests kforge_conformance_tests kforge_replay_tests kforge_gpu_tests kforge_bench)
+foreach(_kf_t kforge_unit_tests kforge_conformance_tests kforge_replay_tests kforge_gpu_tests kforge_mpi_tests
+    kforge_bench)
   if(TARGET ${_kf_t})
     target_link_libraries(${_kf_t} PRIVATE SQLite::SQLite3 yaml-cpp ZLIB::ZLIB ${XXHASH_LIBRARY}
       ${KFORGE_NVRTC_LIBRARY} ${CMAKE_DL_LIBS})
