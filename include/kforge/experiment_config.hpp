@@ -1,6 +1,7 @@
 // kf::experiment_spec: an experiment config (YAML or JSON), read and validated.
 //
-// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule (README.md shows one).
+// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule, plugins (README.md
+// shows one; plugins: shared-library plug-ins to load first, docs/plugins.md).
 // Every problem is reported as a kf::config_error naming the file, the line, the key path and the reason;
 // plug-in options are checked against their registry's option table before anything runs.
 #pragma once
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -43,7 +45,12 @@ struct experiment_spec {
   schedule_mode schedule = schedule_mode::continuous;
   std::filesystem::path base_dir;
   nlohmann::json raw;  ///< the config as read, recorded with the run
+  std::vector<std::string> plugins;  ///< shared-library plug-ins it loaded (resolved paths), in order
 };
+
+/// Loads the plug-ins listed under `key` of `doc` (a list of shared-library paths, relative to the file;
+/// absent: none) and returns their resolved paths. Errors are config_errors at key[i].
+std::vector<std::string> load_config_plugins(const document& doc, const std::string& key);
 
 /// Reads and validates an experiment config (YAML or JSON; "embedded:<name>" for embedded ones).
 /// Throws kf::config_error naming the file, the key path and the reason.

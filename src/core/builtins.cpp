@@ -3,6 +3,7 @@
 #include "kforge/evaluators/cuda.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/evaluators/replay.hpp"
+#include "kforge/python_bridge.hpp"
 #include "kforge/transform.hpp"
 #include "kforge/strategies/bayesian.hpp"
 #include "kforge/strategies/brute_force.hpp"
@@ -21,6 +22,7 @@ void strategies::register_builtin_strategies() {
   register_bayesian();
   register_hybrid();
   register_profile_guided();
+  register_python_strategy();
 }
 
 void register_builtins() {
