@@ -164,3 +164,11 @@ def test_protocol_over_pipes(tmp_path):
     assert "unknown op" in answers[3]["error"] and not answers[3]["fatal"]
     assert answers[4]["fatal"] and p.returncode == 3   # the worker exits after a fatal answer
     assert "a program's print goes to the log" in p.stderr
+
+
+def test_string_constexpr_annotations_are_constexprs():
+    # TritonBench-G writes `BLOCK_SIZE: "tl.constexpr"`; Triton reads it as a constexpr, and so must the knobs.
+    src = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, BLOCK_SIZE: \"tl.constexpr\"):\n"
+           "    pass\n\ndef w(x):\n    B = 64\n    k[(1,)](x, B)\n")
+    out = pw.apply_knobs(src, [{"kind": "launch", "site": "w", "target": "BLOCK_SIZE", "value": 32}])
+    assert "k[(1,)](x, 32)" in out

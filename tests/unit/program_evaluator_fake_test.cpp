@@ -122,5 +122,19 @@ TEST(program_problem, config_errors_name_the_key) {
   expect_error(prog + "  call: axpy\n" + inputs + param + "  kernel: k.yaml\n", "problem.kernel");
 }
 
+TEST(program_problem, the_example_programs_load) {
+  register_builtins();
+  const auto softmax = load_experiment((test::source_dir() / "experiments/programs/softmax/experiment.yaml").string());
+  ASSERT_TRUE(softmax.prob.program_desc);
+  EXPECT_EQ(softmax.prob.space.valid().size(), 4u * 6u * 4u);
+  EXPECT_EQ(softmax.prob.program_desc->knobs[1].kind, "launch");
+  EXPECT_EQ(softmax.prob.program_desc->knobs[1].target, "num_warps");
+  // TritonBench-G's operator is read from the shared data beside the repository, when it is there.
+  if (!test::shared_data_dir()) GTEST_SKIP() << "../shared/data is missing";
+  const auto add = load_experiment((test::source_dir() / "experiments/programs/tritonbench-g/add_example.yaml").string());
+  EXPECT_EQ(add.prob.program_desc->end_marker, "#####");
+  EXPECT_EQ(add.prob.space.describe(add.prob.program_desc->defaults), "{BLOCK_SIZE=4, num_warps=4, num_stages=3}");
+}
+
 }  // namespace
 }  // namespace kf
