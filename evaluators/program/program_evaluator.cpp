@@ -307,7 +307,7 @@ void register_program_evaluator() {
           bool_option("flush_l2", true, "rewrite a buffer of twice the L2 before each timed call"),
           bool_option("profile", true, "the kernels' own time from CUPTI activity records (torch.profiler)"),
           int_option("profile_calls", 5, "calls recorded for the kernels' time", 1, 1000),
-          real_option("request_timeout_s", 600.0,
+          real_option("request_timeout_s", 120.0,
                       "a worker silent this long is killed (the first call of a variant compiles its kernels)", 1,
                       86400),
           int_option("retry_lost", 1,

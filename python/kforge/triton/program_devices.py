@@ -116,6 +116,10 @@ class FakeDevice:
         return _describe_mismatch(path, n_bad, int(ref.size), index, out[index].item(), ref[index].item(), tol)
 
     # -- running
+    def inputs_context(self):
+        import contextlib
+        return contextlib.nullcontext()
+
     def seed(self, seed: int) -> None:
         import random
         random.seed(seed)
@@ -194,10 +198,6 @@ class TorchDevice:
         self.index = device
         torch.cuda.set_device(device)
         self.dev = torch.device("cuda", device)
-        try:
-            torch.set_default_device(self.dev)  # inputs functions that write torch.randn(n) get GPU tensors
-        except AttributeError:
-            pass
         self.props = torch.cuda.get_device_properties(device)
         l2 = int(getattr(self.props, "L2_cache_size", 0) or (50 << 20))
         self.l2_bytes = l2
@@ -287,6 +287,11 @@ class TorchDevice:
                                       tol)
 
     # -- running
+    def inputs_context(self):
+        """Where the inputs function runs: tensors made without a device land on this GPU. Only there: a
+        default device set for the whole process would intercept every torch call of the timed wrapper."""
+        return self.dev
+
     def seed(self, seed: int) -> None:
         import random
         random.seed(seed)

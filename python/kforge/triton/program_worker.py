@@ -381,7 +381,8 @@ class Worker:
                     module = self.loader.load(f.read(), os.path.basename(inputs["file"]),
                                               os.path.dirname(inputs["file"]))
                 fn = getattr(module, inputs["function"])
-                calls = fn()
+                with self.device.inputs_context():
+                    calls = list(fn())
             except Exception as e:
                 raise VariantFailure("launch_failed", "the inputs function failed:\n" + _failure_text(e))
             for i, call in enumerate(list(calls)):
