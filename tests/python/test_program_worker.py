@@ -172,3 +172,12 @@ def test_string_constexpr_annotations_are_constexprs():
            "    pass\n\ndef w(x):\n    B = 64\n    k[(1,)](x, B)\n")
     out = pw.apply_knobs(src, [{"kind": "launch", "site": "w", "target": "BLOCK_SIZE", "value": 32}])
     assert "k[(1,)](x, 32)" in out
+
+
+def test_answers_carry_no_nan(tmp_path):
+    import io
+    out = io.StringIO()
+    worker = pw.Worker(program_devices.FakeDevice(0), str(tmp_path))
+    worker.evaluate = lambda req: {"id": 1, "status": "ok", "metrics": {"a": math.nan, "b": [math.inf, 1.0]}}
+    pw.serve(worker, [json.dumps({"op": "evaluate", "id": 1})], out)
+    assert json.loads(out.getvalue()) == {"id": 1, "status": "ok", "metrics": {"a": None, "b": [None, 1.0]}}

@@ -630,11 +630,22 @@ def serve(worker: Worker, lines, out) -> int:
             traceback.print_exc(file=sys.stderr)
             answer = {"id": request.get("id") if isinstance(request, dict) else None, "status": "crashed",
                       "error": f"internal error: {type(e).__name__}: {e}", "fatal": True}
-        out.write(json.dumps(answer, default=_json_default) + "\n")
+        out.write(json.dumps(_finite(answer), default=_json_default, allow_nan=False) + "\n")
         out.flush()
         if answer.get("fatal"):
             return 3
     return 0
+
+
+def _finite(v):
+    """NaN and infinities become null (JSON has neither; the C++ side's parser refuses them)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
 
 
 def _json_default(v):
