@@ -512,11 +512,13 @@ class Worker:
             stage = "check"
             for i, shape in enumerate(self.shapes):  # the first call of each shape compiles (Triton's JIT)
                 t1 = time.perf_counter()
-                self._call_checked(wrapper, shape, i, tolerances)
-                if i == 0:
-                    out["compile_s"] = time.perf_counter() - t0
-                else:
-                    out["check_s"] += time.perf_counter() - t1
+                try:
+                    self._call_checked(wrapper, shape, i, tolerances)
+                finally:
+                    if i == 0:
+                        out["compile_s"] = time.perf_counter() - t0
+                    else:
+                        out["check_s"] += time.perf_counter() - t1
             stage = "timing"
             t2 = time.perf_counter()
             for j, si in enumerate(timed):
