@@ -296,6 +296,11 @@ class TorchDevice:
         import random
         random.seed(seed)
         self.torch.manual_seed(seed)
+        try:
+            import numpy
+            numpy.random.seed(seed % (1 << 32))
+        except ImportError:
+            pass
 
     def synchronize(self) -> None:
         try:
