@@ -62,6 +62,7 @@ struct program_options {
   json timing;
   bool profile = true;
   int profile_calls = 5;
+  std::vector<std::string> metrics;
 
   static program_options parse(const options& o, const evaluator_context& ctx) {
     program_options p;
@@ -101,6 +102,10 @@ struct program_options {
     if (o.integer("min_repeats") > o.integer("max_repeats")) o.fail("min_repeats", "must not exceed max_repeats");
     p.profile = o.boolean("profile");
     p.profile_calls = static_cast<int>(o.integer("profile_calls"));
+    if (o.has("metrics")) {
+      p.metrics = o.json("metrics").get<std::vector<std::string>>();
+      if (!p.profile) o.fail("metrics", "set profile: true to collect them");
+    }
     return p;
   }
 };
@@ -147,7 +152,8 @@ class program_evaluator final : public async_evaluator {
              {"seed", spec_->seed},
              {"timing", opt_.timing},
              {"profile", opt_.profile},
-             {"profile_calls", opt_.profile_calls}};
+             {"profile_calls", opt_.profile_calls},
+             {"metrics", opt_.metrics}};
     if (!spec_->end_marker.empty()) base_["end_marker"] = spec_->end_marker;
     json tol = json::object();
     for (const auto& [dt, t] : spec_->tolerances)
@@ -307,6 +313,8 @@ void register_program_evaluator() {
           bool_option("flush_l2", true, "rewrite a buffer of twice the L2 before each timed call"),
           bool_option("profile", true, "the kernels' own time from CUPTI activity records (torch.profiler)"),
           int_option("profile_calls", 5, "calls recorded for the kernels' time", 1, 1000),
+          optional_option("metrics", option_type::list,
+                          "CUPTI metrics of the call's kernels, summed (experimental: Kineto's range profiler)"),
           real_option("request_timeout_s", 120.0,
                       "a worker silent this long is killed (the first call of a variant compiles its kernels)", 1,
                       86400),

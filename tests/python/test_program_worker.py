@@ -43,6 +43,11 @@ def test_correct_variant_is_ok_and_timed(worker):
     assert m["time.kernels_ms.shape2"] == pytest.approx(0.008)  # the fake kernel reports 1 us per warp
 
 
+def test_metrics_of_the_launched_kernels(worker):
+    out = worker.evaluate(request(0, profile=True, metrics=["fake__kernels.sum"]))
+    assert out["status"] == "ok" and out["metrics"]["fake__kernels.sum"] == 1.0
+
+
 @pytest.mark.parametrize("mode, status, words", [
     (1, "wrong_result", "returned[0]: 1 of 7 elements differ; first at (6,)"),
     (2, "wrong_result", "returned[0]: 7 of 7 elements differ"),   # unwritten: the poisoned pool shows

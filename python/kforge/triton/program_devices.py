@@ -165,6 +165,13 @@ class FakeDevice:
         return per_call
 
 
+    def kernel_metrics(self, call: Callable[[], Any], prepare: Callable[[], None], names: list[str],
+                       flush: bool) -> dict:
+        """Each metric summed over the kernels of one call. Fake: the number of kernels the call launched."""
+        per_call = self.kernel_activity(call, prepare, 1, flush)
+        return {name: float(len(per_call[0])) for name in names}
+
+
 def fake_empty(shape, dtype="float32"):
     """For fake programs: an uninitialised array from a caching allocator that returns the same block for
     the same request (as torch's does after a free), so a program that does not write its output returns
@@ -353,6 +360,44 @@ class TorchDevice:
                 self.synchronize()
             per_call.append(_kernel_records(prof, self.torch))
         return per_call
+
+
+    def kernel_metrics(self, call: Callable[[], Any], prepare: Callable[[], None], names: list[str],
+                       flush: bool) -> dict:
+        """CUPTI metrics of one call's kernels, summed over them, through Kineto's CUPTI range profiler
+        (torch.profiler's experimental ``profiler_metrics``, one range per kernel). Experimental: the
+        values are read from the trace Kineto exports (events whose args carry the metric names)."""
+        import json as _json
+        import os as _os
+        import tempfile
+        from torch.profiler import ProfilerActivity, profile
+        config = self.torch._C._profiler._ExperimentalConfig(profiler_metrics=list(names),
+                                                              profiler_measure_per_kernel=True)
+        prepare()
+        if flush:
+            self.flush_l2()
+        self.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA], experimental_config=config) as prof:
+            call()
+            self.synchronize()
+        fd, path = tempfile.mkstemp(suffix=".json")
+        _os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path, encoding="utf-8") as f:
+                trace = _json.load(f)
+        finally:
+            _os.unlink(path)
+        totals: dict = {}
+        for event in trace.get("traceEvents", []):
+            args = event.get("args") or {}
+            for name in names:
+                v = args.get(name)
+                if isinstance(v, (int, float)):
+                    totals[name] = totals.get(name, 0.0) + float(v)
+        if not totals:
+            raise RuntimeError("no metric values in the profiler's trace")
+        return totals
 
 
 def _kernel_records(prof, torch) -> list[tuple[str, float]]:

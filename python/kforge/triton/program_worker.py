@@ -51,6 +51,8 @@ What an evaluation does:
    (``torch.profiler``, CUDA activities): the kernels each call launched and their own durations.
    Metrics ``time.kernels_ms.shapeK`` (median over calls of the sum of the call's kernel durations),
    ``kernels.count.shapeK`` and ``time.overhead_ms.shapeK`` (the call's event time minus its kernels).
+   ``"metrics": [CUPTI metric names]`` (experimental): one more call under Kineto's CUPTI range profiler,
+   each metric summed over the call's kernels; unavailable metrics are a note, not a failure.
 
 Statuses: ``invalid`` (a knob does not apply), ``compile_failed`` (the variant does not import, or Triton
 does not compile a kernel: its message), ``launch_failed`` (the wrapper raised), ``wrong_result``,
@@ -540,6 +542,13 @@ class Worker:
                     if _is_device_error(e) or not self.device.healthy():
                         raise
                     out["notes"] = f"kernel activity unavailable: {type(e).__name__}: {e}"
+                if req.get("metrics"):
+                    try:
+                        out["metrics"].update(self._metrics(wrapper, self.shapes[si], req["metrics"], timing))
+                    except Exception as e:
+                        if _is_device_error(e) or not self.device.healthy():
+                            raise
+                        out["notes"] += f"{'; ' if out['notes'] else ''}metrics unavailable: {type(e).__name__}: {e}"
                 out["profile_s"] = time.perf_counter() - t3
         except VariantFailure as e:
             out.update(status=e.status, error=e.message, fatal=e.fatal, times_ms=[])
@@ -560,9 +569,7 @@ class Worker:
         dev = self.device
         args, kwargs = self._fresh(shape, poison=False)
         # Arguments the program reads and writes are restored before each call (outside the events).
-        restore = [(t, pristine) for (path, t), (_, pristine) in
-                   zip(self._arg_tensors(args, kwargs), self._arg_tensors(shape.args, shape.kwargs))
-                   if path in shape.written and path not in shape.write_only]
+        restore = self._restore_pairs(shape, args, kwargs)
 
         def prepare():
             for t, pristine in restore:
@@ -575,12 +582,27 @@ class Worker:
             dev.time_calls(call, prepare, timing["warmup"], False)
         return adaptive_samples(lambda k: dev.time_calls(call, prepare, k, timing["flush_l2"]), timing)
 
+    def _metrics(self, wrapper, shape: Shape, names: list, timing: dict) -> dict:
+        args, kwargs = self._fresh(shape, poison=False)
+        restore = self._restore_pairs(shape, args, kwargs)
+
+        def prepare():
+            for t, pristine in restore:
+                self.device.copy_into(t, pristine)
+
+        return self.device.kernel_metrics(lambda: wrapper(*args, **kwargs), prepare, [str(n) for n in names],
+                                          timing["flush_l2"])
+
+    def _restore_pairs(self, shape: Shape, args: list, kwargs: dict) -> list:
+        """(argument, its pristine value) of the arguments the program reads and writes."""
+        return [(t, pristine) for (path, t), (_, pristine) in
+                zip(self._arg_tensors(args, kwargs), self._arg_tensors(shape.args, shape.kwargs))
+                if path in shape.written and path not in shape.write_only]
+
     def _profile(self, wrapper, shape: Shape, calls: int, timing: dict, metrics: dict, tag: str) -> None:
         dev = self.device
         args, kwargs = self._fresh(shape, poison=False)
-        restore = [(t, pristine) for (path, t), (_, pristine) in
-                   zip(self._arg_tensors(args, kwargs), self._arg_tensors(shape.args, shape.kwargs))
-                   if path in shape.written and path not in shape.write_only]
+        restore = self._restore_pairs(shape, args, kwargs)
 
         def prepare():
             for t, pristine in restore:
