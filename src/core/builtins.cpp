@@ -1,6 +1,7 @@
 #include <mutex>
 
 #include "kforge/evaluators/cuda.hpp"
+#include "kforge/evaluators/program.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/evaluators/replay.hpp"
 #include "kforge/python_bridge.hpp"
@@ -31,6 +32,7 @@ void register_builtins() {
     strategies::register_builtin_strategies();
     register_replay_evaluator();
     register_cuda_evaluator();
+    register_program_evaluator();
     register_builtin_transforms();
   });
 }
