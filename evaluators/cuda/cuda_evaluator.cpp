@@ -177,23 +177,12 @@ struct cuda_options {
   }
 };
 
-// The number of GPUs the worker program sees (the evaluator cannot ask without loading libcuda itself).
-int count_devices(const std::filesystem::path& worker) {
-  const std::string cmd = "'" + worker.string() + "' --count 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return 0;
-  char buf[64] = {};
-  const bool read = std::fgets(buf, sizeof buf, p) != nullptr;
-  ::pclose(p);
-  return read ? std::atoi(buf) : 0;
-}
-
 class cuda_evaluator final : public async_evaluator {
  public:
   cuda_evaluator(std::shared_ptr<const kernel_spec> spec, cuda_options o)
       : spec_(std::move(spec)), opt_(std::move(o)) {
     if (opt_.all_devices) {
-      const int n = count_devices(opt_.worker);
+      const int n = count_worker_devices("'" + opt_.worker.string() + "' --count");
       if (n <= 0)
         throw error("no GPU is visible to " + opt_.worker.string() +
                     " (no driver, or CUDA_VISIBLE_DEVICES hides every device); the cuda evaluator needs one");

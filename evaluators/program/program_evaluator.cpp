@@ -115,13 +115,7 @@ int count_devices(const program_options& p) {
   std::string cmd = "'" + p.python + "' '" + p.worker.string() + "' --count";
   for (const auto& a : p.worker_args)
     if (a == "--fake") cmd += " --fake";
-  cmd += " 2>/dev/null";
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return 0;
-  char buf[64] = {};
-  const bool read = std::fgets(buf, sizeof buf, f) != nullptr;
-  ::pclose(f);
-  return read ? std::atoi(buf) : 0;
+  return count_worker_devices(cmd);
 }
 
 class program_evaluator final : public async_evaluator {

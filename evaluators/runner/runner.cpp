@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -466,6 +468,16 @@ nlohmann::json runner::describe() const {
     ws.push_back(std::move(j));
   }
   return ws;
+}
+
+int count_worker_devices(const std::string& shell_command) {
+  const std::string cmd = shell_command + " 2>/dev/null";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return 0;
+  char buf[64] = {};
+  const bool read = std::fgets(buf, sizeof buf, f) != nullptr;
+  ::pclose(f);
+  return read ? std::atoi(buf) : 0;
 }
 
 }  // namespace kf

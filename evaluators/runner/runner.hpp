@@ -91,4 +91,9 @@ class runner {
   std::unique_ptr<impl> impl_;
 };
 
+/// The number a worker program prints for `shell_command` (e.g. "'kforge-worker' --count"): the GPUs it
+/// sees. 0 when the command cannot run or prints no number; its stderr is discarded. An evaluator cannot ask
+/// the driver itself (no CUDA outside the worker), so it asks the worker it is about to spawn.
+int count_worker_devices(const std::string& shell_command);
+
 }  // namespace kf
