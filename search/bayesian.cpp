@@ -25,8 +25,58 @@ gp_kernel kernel_kind(const std::string& s) {
 }
 }  // namespace
 
+void bayesian::set_transfer(std::shared_ptr<const transfer_data> t) {
+  transfer_ = std::move(t);
+  prior_ = transfer_ ? transfer_prior(*transfer_) : transfer_prior();
+}
+
+double bayesian::prior_mean(const config& c) const {
+  if (prior_.empty() || !opt_.transfer_mean) return 0.0;
+  return prior_a_ + prior_b_ * prior_.score(c).value_or(0.0);
+}
+
+double bayesian::best_log_time() const {
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& o : obs_)
+    if (!std::isnan(o.log_time)) best = std::min(best, o.log_time);
+  return best;
+}
+
+// Ridge regression of the targets on the prior score: minimises sum (y_i - a - b p_i)^2 +
+// strength (b - b0)^2, b0 = weight x the records' log-time spread (what a perfect transfer would give,
+// shrunk). Few observations leave b near b0; many let the data decide, down to 0 (or below) where
+// the other GPUs' order does not carry over.
+void bayesian::fit_prior_mean(double fail) {
+  prior_a_ = prior_b_ = 0;
+  if (prior_.empty() || !opt_.transfer_mean) return;
+  const double b0 = opt_.transfer_weight * prior_.log_time_spread();
+  if (obs_.empty()) {
+    prior_b_ = b0;
+    return;
+  }
+  double my = 0, mp = 0;
+  std::vector<double> ys, ps;
+  for (const auto& o : obs_) {
+    ys.push_back(std::isnan(o.log_time) ? fail : o.log_time);
+    ps.push_back(prior_.score(o.cfg).value_or(0.0));
+    my += ys.back();
+    mp += ps.back();
+  }
+  const auto n = static_cast<double>(ys.size());
+  my /= n;
+  mp /= n;
+  double spp = 0, spy = 0;
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    spp += (ps[i] - mp) * (ps[i] - mp);
+    spy += (ps[i] - mp) * (ys[i] - my);
+  }
+  prior_b_ = (spy + opt_.transfer_strength * b0) / (spp + opt_.transfer_strength);
+  prior_a_ = my - prior_b_ * mp;
+}
+
 void bayesian::initialize(const search_space& space, std::uint64_t seed) {
   rng_.reseed(seed);
+  prior_a_ = prior_b_ = 0;
   space_ = &space;
   dim_ = space.encoded_dimension() + opt_.metric_features.size();
   obs_.clear();
@@ -170,7 +220,8 @@ Eigen::MatrixXd bayesian::training_inputs(double fail, std::vector<double>& y) c
   y.clear();
   for (std::size_t r = 0; r < keep.size(); ++r) {
     X.row(static_cast<Eigen::Index>(r)) = features(obs_[keep[r]].cfg, &obs_[keep[r]].metrics);
-    y.push_back(std::isnan(obs_[keep[r]].log_time) ? fail : obs_[keep[r]].log_time);
+    y.push_back((std::isnan(obs_[keep[r]].log_time) ? fail : obs_[keep[r]].log_time) -
+                prior_mean(obs_[keep[r]].cfg));
   }
   return X;
 }
@@ -193,11 +244,12 @@ void bayesian::update_model() {
   if (!refit && !window_due && fail == penalty_value_) {
     for (std::size_t i = modelled_; i < n; ++i)
       model_->append(features(obs_[i].cfg, &obs_[i].metrics).transpose(),
-                     std::isnan(obs_[i].log_time) ? fail : obs_[i].log_time);
+                     (std::isnan(obs_[i].log_time) ? fail : obs_[i].log_time) - prior_mean(obs_[i].cfg));
     modelled_ = n;
     return;
   }
   if (refit && !opt_.metric_features.empty()) update_metric_models();
+  fit_prior_mean(fail);
   std::vector<double> y;
   const Eigen::MatrixXd X = training_inputs(fail, y);
   const Eigen::Map<const Eigen::VectorXd> Y(y.data(), static_cast<Eigen::Index>(y.size()));
@@ -258,7 +310,13 @@ std::vector<std::size_t> bayesian::candidates(const search_state& s, const std::
 
 std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
   std::vector<config> out;
-  // Initial design (and spaces too large to enumerate): uniform draws.
+  // Initial design: the transfer prior's best first, then uniform draws (uniform draws also on spaces
+  // too large to enumerate).
+  while (out.size() < n && obs_.size() + out.size() < opt_.transfer_initial) {
+    auto c = best_unseen_by_prior(s, prior_, out);
+    if (!c) break;
+    out.push_back(std::move(*c));
+  }
   while (out.size() < n && (obs_.size() + out.size() < opt_.initial_samples || !enumerated_)) {
     auto c = draw_unseen(s, rng_, out);
     if (!c) return out;
@@ -281,14 +339,22 @@ std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
       m.setConstant(0.5);
     X.col(pd + static_cast<Eigen::Index>(k)) = m.array().max(-0.5).min(1.5).matrix();
   }
+  const auto& vs = s.space().valid();
   acquisition::spec spec;
   spec.type = acquisition_kind(opt_.acquisition);
   spec.beta = opt_.beta;
   spec.xi = opt_.xi;
+  if (!prior_.empty() && opt_.transfer_mean) {
+    // The GP models log(time) minus the prior mean: add it back, and compare with log(time).
+    spec.mean_offset.resize(static_cast<Eigen::Index>(cand.size()));
+    for (std::size_t i = 0; i < cand.size(); ++i)
+      spec.mean_offset(static_cast<Eigen::Index>(i)) = prior_mean(vs.at(cand[i]));
+    const double best = best_log_time();
+    spec.best = std::isfinite(best) ? best : penalty_value_;
+  }
   const gp* m = model_.get();
   std::unique_ptr<gp> conditioned;
   std::vector<bool> used(cand.size(), false);
-  const auto& vs = s.space().valid();
   while (out.size() < n) {
     const auto sel = acquisition::select(*m, X, spec, 8, &rng_);
     std::optional<std::size_t> pick;
@@ -339,6 +405,13 @@ void register_bayesian() {
           string_option("metric_inputs", "measured",
                         "metric inputs of evaluated configurations: measured, or predicted as for candidates",
                         {"measured", "predicted"}),
+          int_option("transfer_initial", 3, "with transfer: initial configurations taken from the records' best",
+                     0, 100000),
+          bool_option("transfer_mean", true, "with transfer: the records' prior as the GP's mean function"),
+          real_option("transfer_weight", 0.5,
+                      "with transfer: prior slope of the mean, as a fraction of the records' log-time spread", -10,
+                      10),
+          real_option("transfer_strength", 4.0, "with transfer: pseudo-observations holding that slope", 0, 1e6),
       },
       [](const options& o) {
         bayesian_options b;
@@ -353,6 +426,10 @@ void register_bayesian() {
         b.failure_penalty = o.real("failure_penalty");
         b.restarts = static_cast<int>(o.integer("restarts"));
         b.metric_inputs = o.string("metric_inputs");
+        b.transfer_initial = static_cast<std::size_t>(o.integer("transfer_initial"));
+        b.transfer_mean = o.boolean("transfer_mean");
+        b.transfer_weight = o.real("transfer_weight");
+        b.transfer_strength = o.real("transfer_strength");
         if (o.has("metric_features")) {
           for (const auto& m : o.json("metric_features")) {
             if (!m.is_string()) o.fail("metric_features", "expected metric names");

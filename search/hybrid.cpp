@@ -13,7 +13,12 @@ void hybrid::initialize(const search_space& space, std::uint64_t seed) {
   bo.initial_samples = opt_.initial_samples;
   bo.refit_every = opt_.refit_every;
   bo.max_points = opt_.max_points;
+  bo.transfer_initial = 0;  // hybrid draws its own initial design
+  bo.transfer_mean = opt_.transfer_mean;
+  bo.transfer_weight = opt_.transfer_weight;
+  bo.transfer_strength = opt_.transfer_strength;
   model_ = std::make_unique<bayesian>(bo);
+  model_->set_transfer(transfer_);
   model_->initialize(space, rng_());
   population_.clear();
 }
@@ -34,6 +39,11 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
   auto fresh = [&](const config& c) {
     return !s.seen(c) && std::find(out.begin(), out.end(), c) == out.end();
   };
+  while (out.size() < n && s.history().size() + out.size() < std::min(opt_.transfer_initial, opt_.initial_samples)) {
+    auto c = best_unseen_by_prior(s, model_->prior(), out);
+    if (!c) break;
+    out.push_back(std::move(*c));
+  }
   while (out.size() < n && s.history().size() + out.size() < opt_.initial_samples) {
     auto c = draw_unseen(s, rng_, out);
     if (!c) return out;
@@ -68,7 +78,10 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
         if (!repair_config(space, c, rng_)) continue;
         if (fresh(c) && std::find(kids.begin(), kids.end(), c) == kids.end()) kids.push_back(std::move(c));
       }
-      for (std::size_t k = 0; k < opt_.immigrants; ++k) {
+      const auto from_prior = prior_immigrants(s, out, std::min(opt_.transfer_immigrants, opt_.immigrants));
+      for (const auto& c : from_prior)
+        if (std::find(kids.begin(), kids.end(), c) == kids.end()) kids.push_back(c);
+      for (std::size_t k = from_prior.size(); k < opt_.immigrants; ++k) {
         auto c = draw_unseen(s, rng_, out);
         if (!c) break;
         if (std::find(kids.begin(), kids.end(), *c) == kids.end()) kids.push_back(std::move(*c));
@@ -89,8 +102,35 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
     for (std::size_t i = 0; i < kids.size(); ++i)
       X.row(static_cast<Eigen::Index>(i)) = model_->encode(kids[i]).transpose();
     acquisition::spec spec;
+    if (!model_->prior().empty() && opt_.transfer_mean) {
+      // The GP models log(time) minus the records' prior mean: add it back.
+      spec.mean_offset.resize(static_cast<Eigen::Index>(kids.size()));
+      for (std::size_t i = 0; i < kids.size(); ++i)
+        spec.mean_offset(static_cast<Eigen::Index>(i)) = model_->prior_mean(kids[i]);
+      const double best = model_->best_log_time();
+      if (std::isfinite(best)) spec.best = best;
+      else spec.mean_offset.resize(0);
+    }
     const auto sel = acquisition::select(*model_->model(), X, spec, 1, &rng_);
     out.push_back(kids[sel.top.empty() ? 0 : sel.top.front().index]);
+  }
+  return out;
+}
+
+std::vector<config> hybrid::prior_immigrants(const search_state& s, const std::vector<config>& taken,
+                                             std::size_t count) {
+  std::vector<config> pool;
+  if (count == 0) return pool;
+  for (const auto& c : model_->prior().ranked()) {
+    if (pool.size() >= opt_.transfer_pool) break;
+    if (s.space().is_valid(c) && !s.seen(c) && std::find(taken.begin(), taken.end(), c) == taken.end())
+      pool.push_back(c);
+  }
+  std::vector<config> out;
+  for (std::size_t k = 0; k < count && !pool.empty(); ++k) {
+    const auto i = rng_.index(pool.size());
+    out.push_back(std::move(pool[i]));
+    pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(i));
   }
   return out;
 }
@@ -111,6 +151,17 @@ void register_hybrid() {
           int_option("refit_every", 8, "observations between hyperparameter fits", 1, 100000),
           int_option("max_points", 400, "GP training points at most", 10, 100000),
           real_option("mutation_rate", 0.2, "probability that a gene mutates", 0, 1),
+          int_option("transfer_initial", 3, "with transfer: initial configurations taken from the records' best",
+                     0, 100000),
+          int_option("transfer_immigrants", 4, "with transfer: immigrants drawn from the prior's best unvisited",
+                     0, 100000),
+          int_option("transfer_pool", 64, "with transfer: how many of the prior's best unvisited they come from",
+                     1, 100000),
+          bool_option("transfer_mean", true, "with transfer: the records' prior as the GP's mean function"),
+          real_option("transfer_weight", 0.5,
+                      "with transfer: prior slope of the mean, as a fraction of the records' log-time spread", -10,
+                      10),
+          real_option("transfer_strength", 4.0, "with transfer: pseudo-observations holding that slope", 0, 1e6),
       },
       [](const options& o) {
         hybrid_options h;
@@ -122,6 +173,12 @@ void register_hybrid() {
         h.refit_every = static_cast<std::size_t>(o.integer("refit_every"));
         h.max_points = static_cast<std::size_t>(o.integer("max_points"));
         h.mutation_rate = o.real("mutation_rate");
+        h.transfer_initial = static_cast<std::size_t>(o.integer("transfer_initial"));
+        h.transfer_immigrants = static_cast<std::size_t>(o.integer("transfer_immigrants"));
+        h.transfer_pool = static_cast<std::size_t>(o.integer("transfer_pool"));
+        h.transfer_mean = o.boolean("transfer_mean");
+        h.transfer_weight = o.real("transfer_weight");
+        h.transfer_strength = o.real("transfer_strength");
         return strategy(hybrid(h), "hybrid");
       },
   });

@@ -1,6 +1,7 @@
 // kf::experiment_spec: an experiment config (YAML or JSON), read and validated.
 //
-// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule (README.md shows one).
+// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule, transfer (README.md
+// shows one; transfer: docs/transfer.md).
 // Every problem is reported as a kf::config_error naming the file, the line, the key path and the reason;
 // plug-in options are checked against their registry's option table before anything runs.
 #pragma once
@@ -15,6 +16,7 @@
 #include "kforge/document.hpp"
 #include "kforge/problem.hpp"
 #include "kforge/registry.hpp"
+#include "kforge/transfer.hpp"
 
 namespace kf {
 
@@ -43,6 +45,10 @@ struct experiment_spec {
   schedule_mode schedule = schedule_mode::continuous;
   std::filesystem::path base_dir;
   nlohmann::json raw;  ///< the config as read, recorded with the run
+  /// `transfer:` recordings of the same kernel measured elsewhere (resolved paths), and their records
+  /// bound to prob.space (null without transfer); the strategy gets them through set_transfer().
+  std::vector<std::string> transfer;
+  std::shared_ptr<const transfer_data> transfer_records;
 };
 
 /// Reads and validates an experiment config (YAML or JSON; "embedded:<name>" for embedded ones).

@@ -17,9 +17,15 @@
 // configurations, the auxiliary GPs' means for candidates (surrogate.md, "function network", plug-in);
 // with metric_inputs: predicted, the auxiliary GPs' means for both, so that the runtime model is trained
 // on the same kind of input it ranks candidates by.
+// Transfer (docs/transfer.md; records of the same kernel on other GPUs, set_transfer): the first
+// `transfer_initial` configurations are the best by the records' prior (kf::transfer_prior); the GP
+// then models log(time) minus a prior mean a + b p(x), p the prior score, (a, b) by ridge regression
+// on the observations with b pulled toward b0 = transfer_weight x the records' log-time spread by
+// `transfer_strength` pseudo-observations; the acquisition adds the prior mean back (EI of log(time)).
 // Options (defaults): initial_samples 10, acquisition log_ei (ei, log_ei, pi, lcb, thompson), beta 2 (lcb),
 // xi 0, kernel matern52 (matern32, rbf), refit_every 8, max_points 400, max_candidates 20000,
-// failure_penalty 1.0, restarts 2.
+// failure_penalty 1.0, restarts 2; transfer_initial 3, transfer_mean true, transfer_weight 0.5,
+// transfer_strength 4.
 #pragma once
 
 #include <memory>
@@ -33,6 +39,7 @@
 #include "kforge/gp.hpp"
 #include "kforge/random.hpp"
 #include "kforge/strategy.hpp"
+#include "kforge/transfer.hpp"
 
 namespace kf::strategies {
 
@@ -49,6 +56,10 @@ struct bayesian_options {
   int restarts = 2;
   std::vector<std::string> metric_features;
   std::string metric_inputs = "measured";  ///< measured (where known) | predicted (always)
+  std::size_t transfer_initial = 3;  ///< initial configurations taken from the transfer prior's best
+  bool transfer_mean = true;         ///< the transfer prior as the GP's mean function
+  double transfer_weight = 0.5;      ///< prior slope b0 = this x the records' log-time spread
+  double transfer_strength = 4;      ///< pseudo-observations holding the slope at b0
 };
 
 class bayesian {
@@ -58,9 +69,17 @@ class bayesian {
   void initialize(const search_space& space, std::uint64_t seed);
   std::vector<config> propose(const search_state& s, std::size_t n);
   void observe(const search_state& s, std::span<const trial> done);
+  void set_transfer(std::shared_ptr<const transfer_data> t);
 
   /// The fitted model (null before the initial design is complete): for hybrid strategies and tests.
+  /// With a transfer prior mean it models log(time) - prior_mean(x).
   const gp* model() const noexcept { return model_.get(); }
+  /// The prior mean of log(time) at c the model sits on (0 without transfer or transfer_mean off).
+  double prior_mean(const config& c) const;
+  /// The transfer prior (empty without transfer data).
+  const transfer_prior& prior() const noexcept { return prior_; }
+  /// The smallest observed log(time); +inf before the first success.
+  double best_log_time() const;
   /// Encodes a configuration the way the model sees it (metric features predicted).
   Eigen::VectorXd encode(const config& c) const;
   /// Brings the model up to date with every observation (refit or append).
@@ -98,6 +117,12 @@ class bayesian {
   std::size_t fitted_at_ = 0;  // observations at the last hyperparameter fit
   std::size_t built_at_ = 0;   // observations when the training window was last rebuilt
   double penalty_value_ = 0;   // the failure target used at the last (re)build
+
+  // Transfer: the records, their prior, and the prior mean's coefficients (refitted at each rebuild).
+  void fit_prior_mean(double fail);
+  std::shared_ptr<const transfer_data> transfer_;
+  transfer_prior prior_;
+  double prior_a_ = 0, prior_b_ = 0;
 };
 
 void register_bayesian();

@@ -7,8 +7,12 @@
 // the population can (e.g. a tensor-core implementation whose constraints pin several other
 // parameters): the model picks one when its uncertainty there makes it worth a trial. Cheap per
 // proposal (the GP scores only the candidates), so it also serves spaces too large to enumerate.
+// Transfer (docs/transfer.md): the first `transfer_initial` configurations are the records' best, the
+// GP sits on the records' prior mean (as in "bo"), and `transfer_immigrants` of the immigrants come
+// from the best unvisited configurations by the prior (the first `transfer_pool` of them).
 // Options (defaults): population_size 10, offspring 64, immigrants 8, epsilon 0.1, initial_samples 10,
-// refit_every 8, max_points 400, mutation_rate 0.2.
+// refit_every 8, max_points 400, mutation_rate 0.2; transfer_initial 3, transfer_immigrants 4,
+// transfer_pool 64, transfer_mean true, transfer_weight 0.5, transfer_strength 4.
 #pragma once
 
 #include <memory>
@@ -28,6 +32,12 @@ struct hybrid_options {
   std::size_t refit_every = 8;
   std::size_t max_points = 400;
   double mutation_rate = 0.2;
+  std::size_t transfer_initial = 3;
+  std::size_t transfer_immigrants = 4;
+  std::size_t transfer_pool = 64;
+  bool transfer_mean = true;
+  double transfer_weight = 0.5;
+  double transfer_strength = 4;
 };
 
 class hybrid {
@@ -36,8 +46,13 @@ class hybrid {
   void initialize(const search_space& space, std::uint64_t seed);
   std::vector<config> propose(const search_state& s, std::size_t n);
   void observe(const search_state& s, std::span<const trial> done);
+  void set_transfer(std::shared_ptr<const transfer_data> t) { transfer_ = std::move(t); }
 
  private:
+  /// Up to `count` unvisited configurations drawn from the first transfer_pool unvisited ones by the
+  /// transfer prior (none without transfer).
+  std::vector<config> prior_immigrants(const search_state& s, const std::vector<config>& taken, std::size_t count);
+  std::shared_ptr<const transfer_data> transfer_;
   hybrid_options opt_;
   rng rng_{0};
   std::unique_ptr<bayesian> model_;                    // the surrogate (its own proposal logic is not used)
