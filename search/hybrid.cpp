@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "kforge/strategies/common.hpp"
 
@@ -21,11 +22,21 @@ void hybrid::initialize(const search_space& space, std::uint64_t seed) {
   model_->set_transfer(transfer_);
   model_->initialize(space, rng_());
   population_.clear();
+  bandit_ = operator_bandit(space, opt_.bandit_prior);
+  bottleneck_of_.clear();
+  origin_.clear();
 }
 
 void hybrid::observe(const search_state& s, std::span<const trial> done) {
   model_->observe(s, done);
   for (const auto& t : done) {
+    if (opt_.operators == "bandit") {
+      bottleneck_of_[t.cfg] = classify_bottleneck(t);
+      if (const auto it = origin_.find(t.cfg); it != origin_.end()) {
+        bandit_.reward(it->second.context, it->second.family, fitness(t) < it->second.parent_fitness);
+        origin_.erase(it);
+      }
+    }
     population_.emplace_back(t.cfg, fitness(t));
     std::stable_sort(population_.begin(), population_.end(),
                      [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -54,7 +65,7 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
   genetic_options go;
   go.mutation_rate = opt_.mutation_rate;
   // Rank-weighted parents (weight (P - r)^1.5), as in "ga".
-  auto parent = [&]() -> const config& {
+  auto parent_index = [&]() -> std::size_t {
     const std::size_t p = population_.size();
     double total = 0;
     for (std::size_t r = 0; r < p; ++r)
@@ -62,16 +73,40 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
     double u = rng_.uniform() * total;
     for (std::size_t r = 0; r < p; ++r) {
       u -= std::pow(static_cast<double>(p - r), 1.5);
-      if (u <= 0) return population_[r].first;
+      if (u <= 0) return r;
     }
-    return population_.back().first;
+    return p - 1;
+  };
+  auto parent = [&]() -> const config& { return population_[parent_index()].first; };
+  const bool bandit = opt_.operators == "bandit";
+  // A child of one parent with the genes of one family mutated, the family chosen by the bandit from
+  // the parent's bottleneck; nullopt when no family can mutate.
+  auto family_child = [&]() -> std::optional<std::pair<config, origin>> {
+    const auto& [pcfg, pfit] = population_[parent_index()];
+    const auto it = bottleneck_of_.find(pcfg);
+    const bottleneck b = it == bottleneck_of_.end() ? bottleneck::unknown : it->second;
+    const auto f = bandit_.choose(b, rng_);
+    if (!f) return std::nullopt;
+    config c = bandit_.mutate(space, pcfg, *f, rng_);
+    if (c == pcfg) return std::nullopt;
+    return std::make_pair(std::move(c), origin{b, *f, pfit});
   };
   while (out.size() < n) {
     std::vector<config> kids;
+    std::map<config, origin> kid_origin;  // the family-mutation children of this round
     if (!population_.empty()) {
       for (const auto& nb : space.neighbours(population_.front().first, neighbourhood::hamming))
         if (fresh(nb)) kids.push_back(nb);
       for (std::size_t k = 0; k < 4 * opt_.offspring && kids.size() < opt_.offspring + 32; ++k) {
+        if (bandit && rng_.bernoulli(opt_.bandit_share)) {
+          if (auto fc = family_child(); fc && fresh(fc->first)) {
+            if (std::find(kids.begin(), kids.end(), fc->first) == kids.end()) {
+              kid_origin.emplace(fc->first, fc->second);
+              kids.push_back(std::move(fc->first));
+            }
+            continue;
+          }
+        }
         const config& a = parent();
         const config& b = parent();
         config c = breed_child(space, a, b, go, rng_);
@@ -93,8 +128,13 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
       out.push_back(std::move(*c));
       continue;
     }
+    // The pick; a family-mutation child remembers where it came from, for the bandit's reward.
+    const auto take = [&](const config& c) {
+      if (const auto it = kid_origin.find(c); it != kid_origin.end()) origin_[c] = it->second;
+      out.push_back(c);
+    };
     if (rng_.bernoulli(opt_.epsilon) || !model_->model()) {
-      out.push_back(kids[rng_.index(kids.size())]);
+      take(kids[rng_.index(kids.size())]);
       continue;
     }
     Eigen::MatrixXd X(static_cast<Eigen::Index>(kids.size()),
@@ -102,17 +142,16 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
     for (std::size_t i = 0; i < kids.size(); ++i)
       X.row(static_cast<Eigen::Index>(i)) = model_->encode(kids[i]).transpose();
     acquisition::spec spec;
-    if (!model_->prior().empty() && opt_.transfer_mean) {
-      // The GP models log(time) minus the records' prior mean: add it back.
-      spec.mean_offset.resize(static_cast<Eigen::Index>(kids.size()));
-      for (std::size_t i = 0; i < kids.size(); ++i)
-        spec.mean_offset(static_cast<Eigen::Index>(i)) = model_->prior_mean(kids[i]);
+    if (model_->has_prior_mean()) {
+      // The GP models log(time) minus the prior mean (the records' prior): add it back.
       const double best = model_->best_log_time();
-      if (std::isfinite(best)) spec.best = best;
-      else spec.mean_offset.resize(0);
+      if (std::isfinite(best)) {
+        spec.mean_offset = model_->prior_means(kids, X);
+        spec.best = best;
+      }
     }
     const auto sel = acquisition::select(*model_->model(), X, spec, 1, &rng_);
-    out.push_back(kids[sel.top.empty() ? 0 : sel.top.front().index]);
+    take(kids[sel.top.empty() ? 0 : sel.top.front().index]);
   }
   return out;
 }
@@ -162,6 +201,13 @@ void register_hybrid() {
                       "with transfer: prior slope of the mean, as a fraction of the records' log-time spread", -10,
                       10),
           real_option("transfer_strength", 4.0, "with transfer: pseudo-observations holding that slope", 0, 1e6),
+          string_option("operators", "genetic",
+                        "children by crossover and mutation (genetic), or also by bottleneck-guided family "
+                        "mutations chosen by a bandit (bandit)",
+                        {"genetic", "bandit"}),
+          real_option("bandit_share", 0.5, "operators bandit: fraction of children made by family mutation", 0, 1),
+          real_option("bandit_prior", 1.0, "operators bandit: pseudo-successes of the expert-favoured families", 0,
+                      100),
       },
       [](const options& o) {
         hybrid_options h;
@@ -179,6 +225,9 @@ void register_hybrid() {
         h.transfer_mean = o.boolean("transfer_mean");
         h.transfer_weight = o.real("transfer_weight");
         h.transfer_strength = o.real("transfer_strength");
+        h.operators = o.string("operators");
+        h.bandit_share = o.real("bandit_share");
+        h.bandit_prior = o.real("bandit_prior");
         return strategy(hybrid(h), "hybrid");
       },
   });
