@@ -927,7 +927,7 @@ void gp::for_cross_blocks(const Eigen::Ref<const Eigen::MatrixXd>& Xs, const Bod
   const Eigen::Index n = X_.rows(), d = static_cast<Eigen::Index>(d_);
   const double s2 = std::exp(hyper_.log_signal_variance);
   const Eigen::VectorXd inv_l = (-hyper_.log_lengthscale.array()).exp().matrix();
-  const bool simd = opt_.simd && gp_simd::simd_available() && n > 0;
+  const bool simd = opt_.simd && gp_simd::simd_available() && n > 0 && d <= 64;
   // With AVX2: the training inputs by dimension (then |t|^2), padded to 8 columns, for
   // gp_simd::squared_distances (a 4 x 8 register-blocked product; Eigen's baseline GEMM is slow with
   // an inner dimension of d + 2).

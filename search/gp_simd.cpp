@@ -2,6 +2,8 @@
 // 256-bit instructions carries the target attribute; nothing here runs unless simd_available().
 #include "gp_simd.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #if defined(__x86_64__)
@@ -109,6 +111,10 @@ KF_AVX2 void distance_rows(const double* c, std::size_t ldc, const double* t, st
       cc[r] += c[r * ldc + j] * c[r * ldc + j];
   }
   const double* tn = t + d * n_padded;  // |t_i|^2
+  double m2c[R][64];                     // -2 c_rj (d <= 64: the caller's condition)
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t j = 0; j < d; ++j)
+      m2c[r][j] = -2.0 * c[r * ldc + j];
   for (std::size_t i = 0; i < n; i += 8) {
     __m256d acc[R][2];
     const __m256d n0 = _mm256_loadu_pd(tn + i), n1 = _mm256_loadu_pd(tn + i + 4);
@@ -119,7 +125,7 @@ KF_AVX2 void distance_rows(const double* c, std::size_t ldc, const double* t, st
     for (std::size_t j = 0; j < d; ++j) {
       const __m256d t0 = _mm256_loadu_pd(t + j * n_padded + i), t1 = _mm256_loadu_pd(t + j * n_padded + i + 4);
       for (std::size_t r = 0; r < R; ++r) {
-        const __m256d cj = splat(-2.0 * c[r * ldc + j]);
+        const __m256d cj = splat(m2c[r][j]);
         acc[r][0] = _mm256_fmadd_pd(t0, cj, acc[r][0]);
         acc[r][1] = _mm256_fmadd_pd(t1, cj, acc[r][1]);
       }
@@ -141,10 +147,14 @@ KF_AVX2 void distance_rows(const double* c, std::size_t ldc, const double* t, st
   }
 }
 
+// Two passes: (1) the maxima of k disjoint parts of the row, branch-free; their minimum is at most the
+// k-th largest value (k distinct entries reach it), so (2) only entries at or above it can belong to
+// the result, and in a kernel row they are few. The result equals a scalar scan's (by value, then by
+// index).
 KF_AVX2 std::size_t top_k_avx2(const double* row, std::size_t n, std::size_t k, double* vals, std::size_t* idx) {
   std::size_t cnt = 0;
-  // Descending; an equal value later in the row goes after the earlier one (ties to the lower index).
-  const auto insert = [&](double v, std::size_t i) {
+  const auto insert = [&](double v, std::size_t i) {  // descending by value; equal values keep index order
+    if (cnt == k && !(v > vals[k - 1])) return;
     std::size_t p = cnt < k ? cnt++ : k - 1;
     while (p > 0 && vals[p - 1] < v) {
       vals[p] = vals[p - 1];
@@ -154,20 +164,39 @@ KF_AVX2 std::size_t top_k_avx2(const double* row, std::size_t n, std::size_t k, 
     vals[p] = v;
     idx[p] = i;
   };
+  if (n < 16 * k) {  // short rows: one insertion scan
+    for (std::size_t i = 0; i < n; ++i)
+      insert(row[i], i);
+    return cnt;
+  }
+  double threshold = INFINITY;
+  const std::size_t part = n / k;
+  for (std::size_t q = 0; q < k; ++q) {
+    const std::size_t begin = q * part, end = q + 1 == k ? n : begin + part;
+    __m256d m = splat(-INFINITY);
+    std::size_t i = begin;
+    for (; i + 4 <= end; i += 4)
+      m = _mm256_max_pd(m, _mm256_loadu_pd(row + i));
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, m);
+    double part_max = std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
+    for (; i < end; ++i)
+      part_max = std::max(part_max, row[i]);
+    threshold = std::min(threshold, part_max);
+  }
+  // Every entry >= threshold, in index order (NaN never passes).
+  const __m256d t = splat(threshold);
   std::size_t i = 0;
-  for (; i < n && cnt < k; ++i)
-    insert(row[i], i);
-  // Chunks of 8 with nothing above the current k-th value cost two compares and a test.
   for (; i + 8 <= n; i += 8) {
-    const __m256d t = splat(vals[k - 1]);
-    const int above = _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(row + i), t, _CMP_GT_OQ)) |
-                      (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(row + i + 4), t, _CMP_GT_OQ)) << 4);
-    if (!above) continue;
-    for (std::size_t j = i; j < i + 8; ++j)
-      if (row[j] > vals[k - 1]) insert(row[j], j);
+    const int hit = _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(row + i), t, _CMP_GE_OQ)) |
+                    (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(row + i + 4), t, _CMP_GE_OQ)) << 4);
+    for (unsigned mask = static_cast<unsigned>(hit); mask; mask &= mask - 1) {
+      const std::size_t j = i + static_cast<std::size_t>(__builtin_ctz(mask));
+      insert(row[j], j);
+    }
   }
   for (; i < n; ++i)
-    if (row[i] > vals[k - 1]) insert(row[i], i);
+    if (row[i] >= threshold) insert(row[i], i);
   return cnt;
 }
 

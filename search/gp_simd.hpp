@@ -25,7 +25,7 @@ void kernel_inplace(kernel_kind kind, double s2, double* q, std::size_t n) noexc
 /// form of gp.cpp's product, so that a small negative residue is possible), for c b rows of d
 /// coordinates (row-major, leading dimension ldc) and t stored by dimension: t[j * n_padded + i] for
 /// j < d, then |t_i|^2 at t[d * n_padded + i]; n_padded is n rounded up to a multiple of 8 (padding
-/// entries are read, never written to out). Blocks of 4 x 8 in registers. Only call when
+/// entries are read, never written to out), d <= 64. Blocks of 4 x 8 in registers. Only call when
 /// simd_available().
 void squared_distances(const double* c, std::size_t ldc, std::size_t b, const double* t, std::size_t d,
                        std::size_t n, std::size_t n_padded, double* out, std::size_t ld) noexcept;
