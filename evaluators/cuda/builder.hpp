@@ -6,7 +6,8 @@
 //   submit(id, config) -> render (transforms, parameters) -> compile (a pool, a content-hash cache)
 //                      -> static metrics + occupancy filter -> take() -> build_result
 //
-// Implementations: nvrtc_builder (CUDA C++ through NVRTC). A configuration whose launch cannot be formed or
+// Implementations: nvrtc_builder (CUDA C++ through NVRTC), triton_builder (Triton kernels through Triton's
+// compiler in Python processes). A configuration whose launch cannot be formed or
 // whose transforms do not apply is an `invalid` result, a compiler error a `compile_failed` result with
 // the compiler's log: results, never exceptions.
 #pragma once
@@ -41,6 +42,15 @@ struct build_result {
   double seconds = 0;                                  ///< compile wall time (0 for a cache hit)
 };
 
+/// The result for a configuration whose launch cannot be formed or whose rendering does not apply.
+inline build_result invalid_build(std::uint64_t id, const std::string& why) {
+  build_result r;
+  r.id = id;
+  r.st = status::invalid;
+  r.error = "cannot launch: " + why;
+  return r;
+}
+
 class builder {
  public:
   virtual ~builder() = default;
@@ -70,6 +80,22 @@ struct nvrtc_builder_options {
 /// filter. Throws kf::error when the reference kernel does not compile.
 std::unique_ptr<builder> make_nvrtc_builder(std::shared_ptr<const kernel_spec> spec, nvrtc_builder_options o,
                                             const device_limits& limits);
+
+struct triton_builder_options {
+  int arch = 90;                    ///< compute capability compiled for (Triton targets sm_90a for 90)
+  std::filesystem::path cache_dir;  ///< compiled images and the servers' cache
+  std::size_t processes = 1;        ///< compile servers (Python processes) at once
+  std::string python = "python3";   ///< the Python with triton that runs the compile servers
+  std::filesystem::path python_path;  ///< put first on the servers' PYTHONPATH (the repository's python/)
+  std::filesystem::path log_dir;      ///< the servers' stderr
+  bool static_filter = true;          ///< a variant that cannot launch by its static resources is invalid
+};
+
+/// Triton kernels (language: triton) through Triton's own compiler, in a pool of compile servers
+/// (python/kforge/triton/compile_server.py). Throws kf::error when the servers do not start or the
+/// reference does not compile.
+std::unique_ptr<builder> make_triton_builder(std::shared_ptr<const kernel_spec> spec, triton_builder_options o,
+                                             const device_limits& limits);
 
 /// The launch jobs of configuration `c` on every shape of `k`: check shapes first, then timed shapes,
 /// arguments resolved, the reference's launch at the default configuration. Throws kf::error when a launch

@@ -82,9 +82,34 @@ std::filesystem::path default_cache_dir() {
   return std::filesystem::temp_directory_path() / "kforge-cache";
 }
 
+// The repository's python/ folder (kforge.triton's compile server): $KFORGE_SOURCE_DIR/python, else the
+// first python/ beside or above the folder of this program (build/kforge, .device/bin/kforge).
+std::filesystem::path repository_python_dir() {
+  auto has_server = [](const std::filesystem::path& d) {
+    std::error_code ec;
+    return std::filesystem::exists(d / "kforge/triton/compile_server.py", ec);
+  };
+  if (const char* e = std::getenv("KFORGE_SOURCE_DIR"); e && *e && has_server(std::filesystem::path(e) / "python"))
+    return std::filesystem::path(e) / "python";
+  std::filesystem::path d = default_worker_path().parent_path();
+  for (int up = 0; up < 4 && !d.empty(); ++up, d = d.parent_path())
+    if (has_server(d / "python")) return d / "python";
+  return {};
+}
+
+// The Python that runs Triton's compiler: $KFORGE_PYTHON, else <repo>/.venv/bin/python, else python3.
+std::string default_python(const std::filesystem::path& python_dir) {
+  if (const char* e = std::getenv("KFORGE_PYTHON"); e && *e) return e;
+  std::error_code ec;
+  if (!python_dir.empty() && std::filesystem::exists(python_dir.parent_path() / ".venv/bin/python", ec))
+    return (python_dir.parent_path() / ".venv/bin/python").string();
+  return "python3";
+}
+
 // The evaluator's options, parsed once from the option table in register_cuda_evaluator().
 struct cuda_options {
   nvrtc_builder_options build;
+  triton_builder_options triton;
   runner_options run;
   std::filesystem::path worker;  ///< the kforge-worker program
   std::vector<std::string> worker_args;
@@ -104,6 +129,13 @@ struct cuda_options {
                                                    ? o.integer("compile_threads")
                                                    : std::max(1u, std::thread::hardware_concurrency()));
     c.build.static_filter = o.boolean("static_filter");
+    c.triton.cache_dir = c.build.cache_dir / "triton";
+    c.triton.processes = c.build.threads;
+    c.triton.static_filter = c.build.static_filter;
+    c.triton.python_path = repository_python_dir();
+    c.triton.python = o.has("python") ? o.string("python") : default_python(c.triton.python_path);
+    const auto& arch = c.build.arch;
+    if (arch.rfind("sm_", 0) == 0 && arch.size() >= 5) c.triton.arch = std::atoi(arch.c_str() + 3);
     c.worker = o.has("worker") ? std::filesystem::path(resolve_path(o.string("worker"), ctx.base_dir))
                                : default_worker_path();
     if (!std::filesystem::exists(c.worker))
@@ -120,6 +152,7 @@ struct cuda_options {
     c.run.command.insert(c.run.command.end(), c.worker_args.begin(), c.worker_args.end());
     c.run.workers_per_device = static_cast<int>(o.integer("workers_per_device"));
     c.run.log_dir = ctx.run_dir.empty() ? c.build.cache_dir / "logs" : ctx.run_dir / "workers";
+    c.triton.log_dir = c.run.log_dir / "triton";
     c.run.request_timeout_s = o.real("request_timeout_s");
     c.run.retry_lost = static_cast<int>(o.integer("retry_lost"));
     c.timing.warmup = static_cast<int>(o.integer("warmup"));
@@ -178,7 +211,8 @@ class cuda_evaluator final : public async_evaluator {
     for (const auto& w : runner_->describe())
       worker_names_.push_back(w.value("name", ""));
     if (!hello.profiling) profiling_note_ = hello.profiling_note;
-    builder_ = make_nvrtc_builder(spec_, opt_.build, hello.limits);
+    builder_ = spec_->language == "triton" ? make_triton_builder(spec_, opt_.triton, hello.limits)
+                                           : make_nvrtc_builder(spec_, opt_.build, hello.limits);
     feeder_ = std::thread([this] { feed(); });
   }
 
@@ -387,12 +421,14 @@ class cuda_evaluator final : public async_evaluator {
 void register_cuda_evaluator() {
   evaluator_registry().add({
       "cuda",
-      "compiles variants of a kernel (a kforge kernel description or a T1 file's CUDA kernel) with NVRTC and "
-      "checks, times and profiles them on GPUs (worker processes per GPU)",
+      "compiles variants of a kernel (a kforge kernel description in CUDA C++ or Triton, or a T1 file's CUDA "
+      "kernel) with NVRTC or Triton and checks, times and profiles them on GPUs (worker processes per GPU)",
       {
           optional_option("devices", option_type::list, "GPU indices to use (default: every visible GPU)"),
           int_option("workers_per_device", 1, "worker processes per GPU", 1, 64),
-          int_option("compile_threads", 0, "NVRTC threads (0: one per core)", 0, 1024),
+          int_option("compile_threads", 0, "NVRTC threads or Triton compile processes (0: one per core)", 0, 1024),
+          optional_option("python", option_type::string,
+                          "the Python with triton for Triton kernels (default: $KFORGE_PYTHON, <repo>/.venv, python3)"),
           string_option("arch", "sm_90", "the architecture compiled for"),
           optional_option("cache_dir", option_type::string,
                           "compile cache (default ~/.cache/kforge or $KFORGE_CACHE)"),

@@ -109,12 +109,8 @@ class nvrtc_builder final : public builder {
       pb.shapes = launch_jobs(*spec_, c, seed);
       cr = request_for(render_variant(*spec_, c), spec_->source_file);
     } catch (const error& e) {
-      build_result r;
-      r.id = id;
-      r.st = status::invalid;
-      r.error = std::string("cannot launch: ") + e.what();
       std::lock_guard lk(mu_);
-      done_.push_back(std::move(r));
+      done_.push_back(invalid_build(id, e.what()));
       cv_.notify_all();
       return;
     }

@@ -79,6 +79,10 @@ json to_json(const evaluate_request& r) {
                       {"time", s.time},
                       {"profile", s.profile},
                       {"seed", s.seed}});
+    if (s.candidate_module)
+      shapes.back()["candidate_module"] = {{"path", s.candidate_module->path}, {"function", s.candidate_module->function}};
+    if (s.reference_module)
+      shapes.back()["reference_module"] = {{"path", s.reference_module->path}, {"function", s.reference_module->function}};
   }
   json tol = json::object();
   for (const auto& [t, v] : r.tolerances)
@@ -122,6 +126,12 @@ evaluate_request request_from_json(const json& j) {
     sj.time = s.at("time").get<bool>();
     sj.profile = s.at("profile").get<bool>();
     sj.seed = s.at("seed").get<std::uint64_t>();
+    if (s.contains("candidate_module"))
+      sj.candidate_module = module_ref{s["candidate_module"].at("path").get<std::string>(),
+                                       s["candidate_module"].at("function").get<std::string>()};
+    if (s.contains("reference_module"))
+      sj.reference_module = module_ref{s["reference_module"].at("path").get<std::string>(),
+                                       s["reference_module"].at("function").get<std::string>()};
     r.shapes.push_back(std::move(sj));
   }
   for (const auto& [name, v] : j.at("tolerances").items()) {

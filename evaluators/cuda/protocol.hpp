@@ -42,6 +42,9 @@ struct shape_job {
   std::vector<resolved_arg> args;
   launch_geometry candidate;
   std::optional<launch_geometry> reference;
+  /// Images of this shape when they differ from the request's (a Triton kernel specialised per shape: the
+  /// integers that are multiples of 16 differ between shapes).
+  std::optional<module_ref> candidate_module, reference_module;
   bool check = true;     ///< compare the outputs with the reference's
   bool time = false;     ///< time this shape (after its check)
   bool profile = false;  ///< collect metrics on this shape (after timing)

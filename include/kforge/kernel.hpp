@@ -90,6 +90,12 @@ struct kernel_spec {
   std::string source;       ///< its text
   std::string entry;        ///< extern "C" name, or a template instantiation with {param} placeholders
   std::string injection = "defines";  ///< how parameters reach the source: "defines" or "template"
+  /// "cuda" (CUDA C++, compiled by NVRTC) or "triton" (a @triton.jit function in a .py file, compiled by
+  /// Triton: parameters named like a tl.constexpr parameter of the entry are passed as that constexpr;
+  /// num_warps, num_stages, num_ctas and maxnreg are compile options; the block is 32 * num_warps).
+  std::string language = "cuda";
+  /// Triton: constexpr parameters of the entry that are not tuned, as expressions of the shape.
+  std::vector<std::pair<std::string, expression>> constexprs;
   std::vector<std::string> compiler_options;
   search_space space;          ///< the kernel's own parameters first, then every transform instance's
   std::size_t own_params = 0;  ///< how many of the space's parameters are the kernel's own (#defined)
@@ -153,6 +159,9 @@ struct launch_plan {
 /// when an expression cannot be evaluated or gives an impossible launch (zero or negative sizes, more than
 /// 2^31-1 blocks in x, 65535 in y/z): the caller turns that into an invalid trial.
 launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s);
+/// resolve_launch of the default configuration on every shape (timed, then checked): that every expression
+/// knows its names and the default can launch. Throws kf::error as resolve_launch does.
+void check_default_launches(const kernel_spec& k);
 
 /// The source, options and entry of configuration `c`: the transform instances applied in order, then the
 /// kernel's own parameters injected as #defines at the top (followed by a #line directive so that

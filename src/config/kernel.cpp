@@ -218,7 +218,7 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   check_keys(doc, node, kp,
              {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints",
               "arguments", "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline",
-              "transforms", "include_dirs"});
+              "transforms", "include_dirs", "language", "constexprs"});
   kernel_spec k;
   k.base_dir = doc.base_dir;
   auto req = [&](const char* key) -> const json& {
@@ -233,6 +233,10 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     k.source = read_file(k.source_file);
   } catch (const error& e) {
     doc.at(join_key(kp, "source")).fail(e.what());
+  }
+  if (const auto& lang = child(node, "language"); !lang.is_null()) {
+    if (lang != "cuda" && lang != "triton") doc.at(join_key(kp, "language")).fail("expected cuda or triton");
+    k.language = lang.get<std::string>();
   }
   k.include_dirs.push_back(std::filesystem::path(k.source_file).parent_path());
   if (const auto& dirs = child(node, "include_dirs"); !dirs.is_null()) {
@@ -486,7 +490,29 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
           d < g.size() ? parse_expr(doc, g[d], key + "[" + std::to_string(d) + "]") : expression::parse("1");
   };
   geometry("grid", k.grid);
-  geometry("block", k.block);
+  if (k.language == "triton") {
+    // The block of a Triton kernel is 32 * num_warps (Triton's default num_warps is 4).
+    if (!child(node, "block").is_null())
+      doc.at(join_key(kp, "block")).fail("a Triton kernel's block is 32 * num_warps: tune num_warps instead");
+    k.block = {expression::parse(k.space.param_index("num_warps") ? "32 * num_warps" : "128"),
+               expression::parse("1"), expression::parse("1")};
+    if (!child(node, "transforms").is_null())
+      doc.at(join_key(kp, "transforms")).fail("the CUDA source operators do not apply to a Triton kernel");
+    if (!child(node, "injection").is_null() || !child(node, "shared_memory").is_null())
+      doc.at(kp).fail("a Triton kernel takes no injection or shared_memory (Triton decides its shared memory)");
+    if (const auto& ce = child(node, "constexprs"); !ce.is_null()) {
+      if (!ce.is_object()) doc.at(join_key(kp, "constexprs")).fail("expected {name: expression of the shape}");
+      for (const auto& [name, v] : ce.items()) {
+        if (k.space.param_index(name))
+          doc.at(join_key(kp, "constexprs." + name)).fail("also a tuning parameter: give it in one place");
+        k.constexprs.emplace_back(name, parse_expr(doc, v, join_key(kp, "constexprs." + name)));
+      }
+    }
+  } else {
+    geometry("block", k.block);
+    if (!child(node, "constexprs").is_null())
+      doc.at(join_key(kp, "constexprs")).fail("only a Triton kernel (language: triton) takes constexprs");
+  }
   k.shared_memory = child(node, "shared_memory").is_null()
                         ? expression::parse("0")
                         : parse_expr(doc, node["shared_memory"], join_key(kp, "shared_memory"));
@@ -524,10 +550,7 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   }
   // Every expression must only use known names: check on the first time shape at the defaults.
   try {
-    for (const auto& s : k.time_shapes)
-      resolve_launch(k, k.defaults, s);
-    for (const auto& s : k.check_shapes)
-      resolve_launch(k, k.defaults, s);
+    check_default_launches(k);
   } catch (const error& e) {
     doc.at(kp).fail(std::string("the default configuration cannot be launched: ") + e.what());
   }
@@ -567,6 +590,13 @@ std::int64_t as_count(const value& v, const std::string& what) {
   throw error(what + " is " + v.repr() + ", not a whole number");
 }
 }  // namespace
+
+void check_default_launches(const kernel_spec& k) {
+  for (const auto& s : k.time_shapes)
+    resolve_launch(k, k.defaults, s);
+  for (const auto& s : k.check_shapes)
+    resolve_launch(k, k.defaults, s);
+}
 
 launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s) {
   launch_plan p;

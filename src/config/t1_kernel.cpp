@@ -498,10 +498,7 @@ kernel_spec t1_kernel_spec(const document& t1, const search_space& space, const 
     }
   }
   try {
-    for (const auto& s : k.time_shapes)
-      resolve_launch(k, k.defaults, s);
-    for (const auto& s : k.check_shapes)
-      resolve_launch(k, k.defaults, s);
+    check_default_launches(k);
   } catch (const error& e) {
     t1.at(ks).fail(std::string("the default configuration ") + space.describe(k.defaults) +
                    " cannot be launched: " + e.what());

@@ -329,29 +329,32 @@ class gpu_worker::shape_run {
   std::vector<void*> params_;
 };
 
-gpu_worker::loaded_variant gpu_worker::load_variant(const gpu::evaluate_request& req,
-                                                    gpu::evaluate_response& out) {
+gpu_worker::loaded_variant gpu_worker::load_variant(const gpu::module_ref& candidate,
+                                                    const std::optional<gpu::module_ref>& reference,
+                                                    gpu::evaluate_response& out, bool record) {
   const auto& d = driver();
   const auto t0 = clock_type::now();
   loaded_variant v;
-  const auto& cand = load(req.candidate.path, req.candidate.function);
+  const auto& cand = load(candidate.path, candidate.function);
   v.candidate_module = cand.module;
   v.candidate = cand.function;
-  v.candidate_name = req.candidate.function;
-  if (req.reference) {
-    const auto& ref = load(req.reference->path, req.reference->function);
+  v.candidate_name = candidate.function;
+  if (reference) {
+    const auto& ref = load(reference->path, reference->function);
     v.reference_module = ref.module;
     v.reference = ref.function;
   }
   int x = 0;
-  d.cuFuncGetAttribute_(&x, CU_FUNC_ATTRIBUTE_NUM_REGS, v.candidate);
-  out.metrics["launch.registers"] = x;
-  d.cuFuncGetAttribute_(&x, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, v.candidate);
-  out.metrics["launch.local_bytes"] = x;
-  d.cuFuncGetAttribute_(&x, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, v.candidate);
-  out.metrics["launch.shared_static_bytes"] = x;
+  if (record) {
+    d.cuFuncGetAttribute_(&x, CU_FUNC_ATTRIBUTE_NUM_REGS, v.candidate);
+    out.metrics["launch.registers"] = x;
+    d.cuFuncGetAttribute_(&x, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, v.candidate);
+    out.metrics["launch.local_bytes"] = x;
+    d.cuFuncGetAttribute_(&x, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, v.candidate);
+    out.metrics["launch.shared_static_bytes"] = x;
+  }
   d.cuFuncGetAttribute_(&v.max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, v.candidate);
-  out.load_s = ms_since(t0) / 1e3;
+  out.load_s += ms_since(t0) / 1e3;
   return v;
 }
 
@@ -527,10 +530,15 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
   gpu::evaluate_response resp;
   resp.id = req.id;
   try {
-    const auto v = load_variant(req, resp);
+    const auto main_variant = load_variant(req.candidate, req.reference, resp, true);
     bool first_timed = true;
     for (std::size_t si = 0; si < req.shapes.size(); ++si) {
       const auto& job = req.shapes[si];
+      // A shape with images of its own (specialised per shape) loads them; the module cache keeps both.
+      const auto v = job.candidate_module || job.reference_module
+                         ? load_variant(job.candidate_module.value_or(req.candidate),
+                                        job.reference_module ? job.reference_module : req.reference, resp, false)
+                         : main_variant;
       // Checks may share the GPU with other workers' checks; timing and profiling may not.
       const device_lock::guard hold(*lock_, job.time || job.profile);
       const std::uint64_t threads =

@@ -16,6 +16,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,8 @@ class gpu_worker {
   class shape_run;  // one shape's buffers, parameters and launches (gpu_worker.cpp)
 
   // The steps of evaluate().
-  loaded_variant load_variant(const gpu::evaluate_request& r, gpu::evaluate_response& out);
+  loaded_variant load_variant(const gpu::module_ref& candidate, const std::optional<gpu::module_ref>& reference,
+                              gpu::evaluate_response& out, bool record_attributes);
   /// Checks the candidate against the reference on the shape; returns the watchdog deadline for the
   /// candidate's launches (a multiple of the reference's time).
   double check_shape(const gpu::evaluate_request& r, const loaded_variant& v, shape_run& run, std::size_t si,

@@ -148,18 +148,29 @@ class CompileRequest:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*\.py", self.file_name):
             raise BadRequest(f"file_name {self.file_name!r} is not a plain Python file name (name.py)")
         self.entry = _field(request, "entry", str)
-        self.signature = _field(request, "signature", dict)
-        for name, ty in self.signature.items():
-            if not isinstance(ty, str) or not _is_supported_type(ty):
-                raise BadRequest(f"signature[{name!r}]: unsupported type {ty!r} "
-                                 "(a pointer '*fp32', a scalar 'i32'/'fp32'/..., or 'constexpr')")
+        signature = request.get("signature")
+        if isinstance(signature, list):
+            # Positional: the types of the entry's non-constexpr parameters, in order.
+            for i, ty in enumerate(signature):
+                if not isinstance(ty, str) or not _is_supported_type(ty) or ty == "constexpr":
+                    raise BadRequest(f"signature[{i}]: unsupported type {ty!r} (a pointer '*fp32' or a scalar "
+                                     "'i32'/'fp32'/...; constexprs are not listed in a positional signature)")
+            self.signature = signature
+        else:
+            self.signature = _field(request, "signature", dict)
+            for name, ty in self.signature.items():
+                if not isinstance(ty, str) or not _is_supported_type(ty):
+                    raise BadRequest(f"signature[{name!r}]: unsupported type {ty!r} "
+                                     "(a pointer '*fp32', a scalar 'i32'/'fp32'/..., or 'constexpr')")
         self.constexprs = _field(request, "constexprs", dict, default={})
         for name, value in self.constexprs.items():
             if not isinstance(value, (bool, int, float, str)) and value is not None:
                 raise BadRequest(f"constexprs[{name!r}]: {value!r} is not a number, boolean or string")
         divisible = _field(request, "divisible_by_16", list, default=[])
-        if not all(isinstance(n, str) for n in divisible):
-            raise BadRequest("divisible_by_16: expected a list of parameter names")
+        positional = isinstance(self.signature, list)
+        if not all(isinstance(n, int) if positional else isinstance(n, str) for n in divisible):
+            raise BadRequest("divisible_by_16: expected a list of " +
+                             ("argument positions (the signature is positional)" if positional else "parameter names"))
         self.divisible_by_16 = sorted(set(divisible))
         self.options = _validated_options(_field(request, "options", dict, default={}), option_names)
         self.arch = _field(request, "arch", int)
@@ -378,6 +389,8 @@ class Compiler:
 
     def _bound_signature(self, req: CompileRequest, fn) -> tuple[dict, dict]:
         """The signature in parameter order and every constexpr's value (request, else the default)."""
+        if isinstance(req.signature, list):
+            _name_positional_signature(req, fn)
         names = list(fn.arg_names)
         missing = [n for n in names if n not in req.signature]
         extra = [n for n in req.signature if n not in names]
@@ -438,6 +451,23 @@ class Compiler:
     def _empty_triton_cache(self) -> None:
         for entry in os.listdir(self.triton_cache):
             shutil.rmtree(os.path.join(self.triton_cache, entry), ignore_errors=True)
+
+
+def _name_positional_signature(req: CompileRequest, fn) -> None:
+    """A positional signature (the non-constexpr parameters' types in order) as names: the entry's
+    parameters annotated tl.constexpr are constexprs, the others take the listed types in order;
+    divisible_by_16's positions become those parameters' names."""
+    runtime = [p.name for p in fn.params if not p.is_constexpr]
+    if len(runtime) != len(req.signature):
+        raise SourceFailure(f"{req.file_name}: {req.entry} takes {len(runtime)} non-constexpr parameters "
+                            f"({', '.join(runtime)}); the kernel description gives {len(req.signature)} arguments")
+    named = {p.name: "constexpr" for p in fn.params if p.is_constexpr}
+    named.update(zip(runtime, req.signature))
+    bad = [i for i in req.divisible_by_16 if not 0 <= i < len(runtime)]
+    if bad:
+        raise SourceFailure(f"{req.file_name}: divisible_by_16 names argument positions {bad}, out of range")
+    req.divisible_by_16 = [runtime[i] for i in req.divisible_by_16]
+    req.signature = named
 
 
 def _compilation_error_log(error, fn, file_name: str) -> str:
