@@ -17,17 +17,28 @@ import math
 
 
 def load_recording(path):
-    """{config key (values in tune_params_keys order): recorded time in ms} of the correct configurations."""
+    """{config key (values in tune_params_keys order): recorded time in ms} of the correct configurations,
+    and {config key: status} of the others (InvalidConfig: cannot launch; CompileFailedConfig; ...)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         d = json.load(f)
     keys = d["tune_params_keys"]
-    times = {}
+    times, failed = {}, {}
     for rec in d["cache"].values():
         t = rec.get("time_median", rec.get("time"))
+        key = tuple(rec[k] for k in keys)
         if isinstance(t, (int, float)) and math.isfinite(t):
-            times[tuple(rec[k] for k in keys)] = float(t)
-    return keys, times
+            times[key] = float(t)
+        else:
+            failed[key] = str(rec.get("time"))
+    return keys, times, failed
+
+
+def phantoms(evaluations, keys, failed, limit):
+    """Evaluations a tool reported with a time whose configuration the recording has as failed (it cannot
+    launch or does not compile on this GPU): the tool timed something that did not run."""
+    return [e for e in evaluations if e["t_s"] <= limit and e.get("error") is None and e.get("time_ms") is not None
+            and tuple(e["config"][k] for k in keys) in failed]
 
 
 def trace(evaluations, keys, times, limit):
@@ -59,7 +70,7 @@ def main():
     ap.add_argument("--limit", type=float, required=True, help="the race's wall time per tool (s)")
     ap.add_argument("--plot")
     args = ap.parse_args()
-    keys, times = load_recording(args.recording)
+    keys, times, failed = load_recording(args.recording)
     opt = min(times.values())
     race = json.load(open(args.race))
     tools = [("kforge hybrid (default)", race["kforge"])]
@@ -70,19 +81,22 @@ def main():
         ev = [e for e in r["evaluations"] if e["t_s"] <= args.limit]
         tr = traces[name]
         final = tr[-1][1] if tr else math.nan
+        own = min((e["time_ms"] for e in ev if e.get("error") is None and e.get("time_ms") is not None),
+                  default=math.nan)
         rows.append((name, len(ev), len(ev) / args.limit, final, final / opt, time_to(tr, opt * 1.05),
-                     time_to(tr, opt * 1.01)))
+                     time_to(tr, opt * 1.01), own, len(phantoms(ev, keys, failed, args.limit))))
     print(f"Optimum of the space on this GPU (kforge brute force, {len(times)} correct configurations): "
           f"{opt:.4f} ms\n")
-    print("| tool | evaluations | evaluations/s | best found (ms, recorded) | best / optimum | time to 5% | time to 1% |")
-    print("|---|---|---|---|---|---|---|")
+    print("| tool | evaluations | evaluations/s | best found (ms, recorded) | best / optimum | time to 5% | "
+          "time to 1% | its own best (ms) | timed but cannot run |")
+    print("|---|---|---|---|---|---|---|---|---|")
     fmt = lambda t: "-" if t is None else f"{t:.1f} s"
-    for name, n, rate, final, ratio, t5, t1 in rows:
-        print(f"| {name} | {n} | {rate:.2f} | {final:.4f} | {ratio:.3f} | {fmt(t5)} | {fmt(t1)} |")
+    for name, n, rate, final, ratio, t5, t1, own, bad in rows:
+        print(f"| {name} | {n} | {rate:.2f} | {final:.4f} | {ratio:.3f} | {fmt(t5)} | {fmt(t1)} | {own:.4f} | {bad} |")
     # When kforge first matched each Kernel Tuner strategy's final best.
     kf = traces[tools[0][0]]
     print()
-    for name, _, _, final, _, _, _ in rows[1:]:
+    for name, _, _, final, *_ in rows[1:]:
         t_kt = time_to(traces[name], final)
         t_kf = time_to(kf, final)
         speed = f"{t_kt / t_kf:.1f}x sooner" if t_kf and t_kt else "-"

@@ -64,6 +64,10 @@ struct run_options {
   /// trials still in flight are dropped, not committed, exactly as if the process had been killed, so
   /// --resume continues the run as if it had never stopped. May be null.
   const std::atomic<bool>* interrupt = nullptr;
+  /// run_experiment: when set, builds the evaluator instead of the registry (the distributing evaluator
+  /// of `mpirun -np N kforge run`, which runs the configured one on the other processes). The run's
+  /// fingerprint still names the configured evaluator, so such a run resumes with or without MPI.
+  std::function<evaluator(const evaluator_context&)> make_evaluator;
 };
 
 /// What identifies a run, for resuming it: the problem (kind and space), strategy and evaluator (types

@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <optional>
 
 #include "cli/cli.hpp"
 #include "kforge/embedded.hpp"
 #include "kforge/error.hpp"
+#include "kforge/evaluators/mpi.hpp"
 #include "kforge/experiment.hpp"
 
 namespace po = boost::program_options;
@@ -95,6 +97,21 @@ std::string shell_quote(const std::string& s) {
     out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
 }
+
+// The options of a distributed run, from the command line.
+mpi::options distributed_options(const po::variables_map& vm) {
+  mpi::options o;
+  if (vm.count("rank-timeout"))
+    o.rank_timeout_s =
+        static_cast<double>(whole_number("--rank-timeout", vm["rank-timeout"].as<std::string>(), 1, 86400));
+  o.allow_mixed_devices = vm.count("allow-mixed-gpus") > 0;
+  o.rank0_evaluates = vm.count("rank0-evaluates") > 0;
+  o.log = &std::cerr;
+  return o;
+}
+
+int run_and_report(experiment_spec& spec, const po::variables_map& vm, const std::vector<std::string>& args,
+                   mpi::session* distributed);
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
@@ -109,7 +126,14 @@ int cmd_run(const std::vector<std::string>& args) {
       "evaluation budget, a positive number (overrides the config's)")(
       "devices", po::value<std::string>(),
       "GPUs to use, e.g. 0,2 (overrides the cuda evaluator's devices; default: the config's, else every "
-      "GPU visible under CUDA_VISIBLE_DEVICES)")("quiet,q", "no progress lines")(
+      "GPU visible under CUDA_VISIBLE_DEVICES; under mpirun, on every host)")(
+      "rank-timeout", po::value<std::string>(),
+      "under mpirun: seconds of silence after which a rank is lost and its variants go to the other ranks "
+      "(default 60)")("allow-mixed-gpus",
+                      "under mpirun: run even when the ranks' GPU models differ (their trials are then not "
+                      "comparable)")("rank0-evaluates",
+                                     "under mpirun: rank 0 also evaluates (its host's GPUs), besides "
+                                     "running the search")("quiet,q", "no progress lines")(
       "json", "print the outcome as JSON on standard output (progress and notes go to standard error)")(
       "config", po::value<std::string>(), "the experiment config");
   po::positional_options_description pos;
@@ -150,6 +174,33 @@ int cmd_run(const std::vector<std::string>& args) {
     }
     spec.evaluator.params["devices"] = list;
   }
+  // Under mpirun or srun (docs/distributed.md) every process runs this command: rank 0 goes on below with
+  // an evaluator that distributes, every other rank serves it.
+  std::optional<mpi::session> distributed;
+  if (mpi::launched_size() > 1) {
+    distributed.emplace(distributed_options(vm));
+    if (distributed->size() == 1)  // N copies of one run would fight over its folder
+      throw config_error(
+          "command line", "mpirun",
+          "started as one of " + std::to_string(mpi::launched_size()) +
+              " processes, but MPI sees only this one: the launcher did not connect them (srun "
+              "needs --mpi=pmix; docs/distributed.md)");
+    if (distributed->rank() != 0) return distributed->serve(spec);
+  } else {
+    for (const char* o : {"rank-timeout", "allow-mixed-gpus", "rank0-evaluates"})
+      if (vm.count(o))
+        throw config_error("command line", std::string("--") + o,
+                           "applies only to a run started by mpirun or srun (docs/distributed.md)");
+  }
+  const int status = run_and_report(spec, vm, args, distributed ? &*distributed : nullptr);
+  if (distributed) distributed->set_exit_status(status);
+  return status;
+}
+
+namespace {
+// The run (rank 0's part of it under MPI: `distributed` is then its session), its progress and its outcome.
+int run_and_report(experiment_spec& spec, const po::variables_map& vm, const std::vector<std::string>& args,
+                   mpi::session* distributed) {
   // Constraints that raise are warned about; a space without a valid configuration is a config error.
   const auto checked = check_space(spec.prob.space);
   std::cerr << checked.warnings();
@@ -167,6 +218,12 @@ int cmd_run(const std::vector<std::string>& args) {
       << spec.output.string() << "\n";
   progress_reporter progress(stdout_is_tty());
   run_options opts;
+  if (distributed) {
+    out << "distributed: " << distributed->size() << " processes (rank 0 runs the search"
+        << (vm.count("rank0-evaluates") ? " and evaluates" : "")
+        << ", every other rank evaluates on its host)\n";
+    opts.make_evaluator = distributed->evaluator_factory(spec);
+  }
   opts.resume = resume;
   opts.log = &std::cerr;
   opts.interrupt = &interrupted;
@@ -222,5 +279,6 @@ int cmd_run(const std::vector<std::string>& args) {
   std::cout << "run folder: " << spec.output.string() << " (kforge report " << spec.output.string() << ")\n";
   return 0;
 }
+}  // namespace
 
 }  // namespace kf::cli

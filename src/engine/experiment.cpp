@@ -423,7 +423,8 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
     if (spec.transfer_records) strat.set_transfer(spec.transfer_records);
     const evaluator_context ctx{spec.prob, spec.base_dir, folder};
     const auto setup_start = std::chrono::steady_clock::now();
-    auto eval = evaluator_registry().create(spec.evaluator, ctx);
+    auto eval =
+        opts.make_evaluator ? opts.make_evaluator(ctx) : evaluator_registry().create(spec.evaluator, ctx);
     // The evaluator's start-up (workers greeted, the reference compiled) precedes the run's clock.
     res.setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
     if (store) store->set_meta("evaluator", eval.describe());

@@ -87,3 +87,15 @@ TEST(layering, the_driver_side_of_the_wing_does_not_include_the_worker) {
     }
   }
 }
+
+TEST(layering, mpi_only_in_the_mpi_backend) {
+  // The coordinator and the serve loop speak through evaluators/mpi/channel.hpp; only the backend (linked
+  // into the kforge program alone) sees MPI, so that everything else builds and is tested without it.
+  for (const char* folder : {"include", "src", "search", "transforms", "evaluators", "tests"})
+    for (const auto& l : includes_under(folder)) {
+      const bool backend = l.file.string().rfind("evaluators/mpi/backend/", 0) == 0;
+      if (!backend) {
+        EXPECT_NE(l.target, "mpi.h") << where(l);
+      }
+    }
+}

@@ -8,7 +8,9 @@
 //                                             driver); a function named *crash* aborts the process,
 //                                             *hang* never answers, *fatal* answers crashed + fatal;
 //                                             with K, the process dies unannounced on its (K+1)-th
-//                                             request (a worker lost mid-run, for scheduler tests).
+//                                             request (a worker lost mid-run, for scheduler tests);
+//                                             the GPU's name is "fake", or $KFORGE_FAKE_GPU_NAME
+//                                             (mixed GPU models across MPI ranks, tests/mpi).
 #include <unistd.h>
 
 #include <chrono>
@@ -40,7 +42,8 @@ int serve_fake(double fake_ms, long die_after) {
     if (op == "exit") return 0;
     if (op == "hello") {
       kf::gpu::worker_info w;
-      w.name = "fake";
+      const char* name = std::getenv("KFORGE_FAKE_GPU_NAME");
+      w.name = name && *name ? name : "fake";
       w.cc_major = 9;
       w.sm_count = 132;
       w.l2_bytes = 60u << 20;

@@ -1,8 +1,9 @@
 """Row layer normalisation of a [rows x cols] f32 matrix with per-column gamma and beta, for kforge's Triton
 suite: y = (x - mean) / sqrt(var + eps) * gamma + beta, var the biased variance of the row.
 
-layernorm_kernel: a program handles ROWS rows in chunks of BLOCK columns: one pass accumulates the sum
-and the sum of squares in f32, a second pass normalises and writes. Every parameter value is valid for
+layernorm_kernel: a program handles ROWS rows. Rows of at most BLOCK columns are read once and kept in
+registers (mean, then the variance of the centred values); longer rows are read in chunks of BLOCK
+columns: one pass accumulates the sum and the sum of squares in f32, a second pass normalises and writes. Every parameter value is valid for
 every shape (BLOCK need not cover a row).
 
 layernorm_reference: the same signature, launched with the default configuration's grid; one row at a time
@@ -18,6 +19,19 @@ def layernorm_kernel(x_ptr, gamma_ptr, beta_ptr, y_ptr, rows, cols, eps,
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = row < rows
     row_start = row.to(tl.int64) * cols
+    if cols <= BLOCK:  # the rows fit in one chunk: read once, keep them in registers
+        col = tl.arange(0, BLOCK)
+        col_ok = col < cols
+        ok = row_ok[:, None] & col_ok[None, :]
+        x = tl.load(x_ptr + row_start[:, None] + col[None, :], mask=ok, other=0.0)
+        mean = tl.sum(x, axis=1) / cols
+        centred = tl.where(ok, x - mean[:, None], 0.0)
+        inv_std = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / cols + eps)
+        gamma = tl.load(gamma_ptr + col, mask=col_ok, other=0.0)
+        beta = tl.load(beta_ptr + col, mask=col_ok, other=0.0)
+        tl.store(y_ptr + row_start[:, None] + col[None, :],
+                 centred * inv_std[:, None] * gamma[None, :] + beta[None, :], mask=ok)
+        return
     total = tl.zeros([ROWS], tl.float32)
     total_sq = tl.zeros([ROWS], tl.float32)
     for first in range(0, cols, BLOCK):

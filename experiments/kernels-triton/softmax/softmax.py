@@ -1,8 +1,9 @@
 """Row softmax of a [rows x cols] f32 matrix, y = exp(x - max) / sum(exp(x - max)), for kforge's Triton suite.
 
-softmax_kernel: a program handles ROWS rows; it reads them in chunks of BLOCK columns twice: an online
-pass keeps the running maximum and the rescaled sum, a second pass writes the probabilities. BLOCK need
-not cover a row, so every parameter value is valid for every shape.
+softmax_kernel: a program handles ROWS rows. Rows of at most BLOCK columns are read once and kept in
+registers; longer rows are read in chunks of BLOCK columns twice: an online pass keeps the running maximum
+and the rescaled sum, a second pass writes the probabilities. BLOCK need not cover a row, so every
+parameter value is valid for every shape.
 
 softmax_reference: the same signature, launched with the default configuration's grid; it handles the
 same rows one at a time in three plain passes (maximum, sum, write) over fixed 128-column chunks.
@@ -16,6 +17,14 @@ def softmax_kernel(x_ptr, y_ptr, rows, cols, BLOCK: tl.constexpr, ROWS: tl.const
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = row < rows
     row_start = row.to(tl.int64) * cols
+    if cols <= BLOCK:  # the rows fit in one chunk: read once, keep them in registers
+        col = tl.arange(0, BLOCK)
+        ok = row_ok[:, None] & (col < cols)[None, :]
+        x = tl.load(x_ptr + row_start[:, None] + col[None, :], mask=ok, other=-float("inf"))
+        e = tl.exp(x - tl.max(x, axis=1)[:, None])
+        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+        tl.store(y_ptr + row_start[:, None] + col[None, :], y, mask=ok)
+        return
     running_max = tl.full([ROWS], -float("inf"), tl.float32)
     running_sum = tl.zeros([ROWS], tl.float32)
     for first in range(0, cols, BLOCK):
