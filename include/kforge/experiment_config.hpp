@@ -1,7 +1,8 @@
 // kf::experiment_spec: an experiment config (YAML or JSON), read and validated.
 //
-// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule, transfer (README.md
-// shows one; transfer: docs/transfer.md).
+// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule, transfer, plugins
+// (README.md shows one; transfer: docs/transfer.md; plugins: shared-library plug-ins to load first,
+// docs/plugins.md).
 // Every problem is reported as a kf::config_error naming the file, the line, the key path and the reason;
 // plug-in options are checked against their registry's option table before anything runs.
 #pragma once
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,7 +51,12 @@ struct experiment_spec {
   /// bound to prob.space (null without transfer); the strategy gets them through set_transfer().
   std::vector<std::string> transfer;
   std::shared_ptr<const transfer_data> transfer_records;
+  std::vector<std::string> plugins;  ///< shared-library plug-ins it loaded (resolved paths), in order
 };
+
+/// Loads the plug-ins listed under `key` of `doc` (a list of shared-library paths, relative to the file;
+/// absent: none) and returns their resolved paths. Errors are config_errors at key[i].
+std::vector<std::string> load_config_plugins(const document& doc, const std::string& key);
 
 /// Reads and validates an experiment config (YAML or JSON; "embedded:<name>" for embedded ones).
 /// Throws kf::config_error naming the file, the key path and the reason.

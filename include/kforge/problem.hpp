@@ -6,6 +6,8 @@
 //   {cache: file}  the parameters of a recorded Kernel Tuner cache (tune_params); the valid set is
 //                  the set of recorded configurations (for spaces published without a T1 file)
 //   {kernel: file} a kforge kernel description (see docs/kernel.md)
+//   {program: file.py, call: wrapper, inputs: file.py:function, parameters: [...]} a Triton program reached
+//                  through a Python wrapper (include/kforge/program.hpp; docs/triton.md)
 #pragma once
 
 #include <exception>
@@ -18,6 +20,7 @@
 
 #include "kforge/document.hpp"
 #include "kforge/kernel.hpp"
+#include "kforge/program.hpp"
 #include "kforge/space.hpp"
 
 namespace kf {
@@ -25,7 +28,7 @@ namespace kf {
 struct problem {
   std::string name;
   search_space space;
-  std::string source_kind;         ///< "t1", "cache" or "kernel"
+  std::string source_kind;         ///< "t1", "cache", "kernel" or "program"
   std::string source_file;         ///< resolved path (or embedded:...)
   nlohmann::json kernel;           ///< T1 KernelSpecification or kforge kernel description; null when absent
   std::filesystem::path base_dir;  ///< folder of source_file, for the kernel's relative paths
@@ -34,6 +37,8 @@ struct problem {
   /// Why a T1 file's kernel cannot be evaluated (a config_error naming the file and key), when it cannot;
   /// raised only by an evaluator that needs the kernel, so that replay runs of the same T1 file work.
   std::exception_ptr kernel_error;
+  /// A program-level problem ({program: ...}): the program, its wrapper, inputs and knobs.
+  std::shared_ptr<const program_spec> program_desc;
   /// The problem size as Kernel Tuner records it (a T1 file's ProblemSize, a recording's problem_size,
   /// the values of a kernel description's first timed shape); null when unknown.
   nlohmann::json problem_size;

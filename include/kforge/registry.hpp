@@ -39,6 +39,12 @@ class registry {
     std::string summary;  ///< one line: what it is, and its reference
     std::vector<option_spec> options;
     factory make;
+    /// Options that depend on the params given, for plug-ins whose options are declared by user code
+    /// (a python strategy's class declares its own). When set, the params are checked against what it
+    /// returns instead of `options` (which then documents the fixed part); it may throw a config_error at
+    /// `where` (a module that does not load). May be empty.
+    std::function<std::vector<option_spec>(const nlohmann::json& params, const config_location& where)>
+        options_for = nullptr;
   };
 
   explicit registry(std::string kind) : kind_(std::move(kind)) {}
@@ -70,11 +76,14 @@ class registry {
     return it->second;
   }
 
+  /// spec.params checked against the entry's options (or its options_for's): unknown keys, wrong types
+  /// and out-of-range values are config_errors at spec.where.params.<key>.
+  options validate(const plugin_spec& spec) const { return validate(get(spec.type, spec.where), spec); }
+
   /// Validates spec.params against the entry's options and calls its factory.
   Product create(const plugin_spec& spec, Args... args) const {
     const auto e = get(spec.type, spec.where);
-    const options opts(e.options, spec.params, spec.where.child("params"));
-    return e.make(opts, std::forward<Args>(args)...);
+    return e.make(validate(e, spec), std::forward<Args>(args)...);
   }
 
   std::vector<std::string> names() const {
@@ -88,6 +97,12 @@ class registry {
   const std::string& kind() const noexcept { return kind_; }
 
  private:
+  static options validate(const entry& e, const plugin_spec& spec) {
+    const auto where = spec.where.child("params");
+    if (e.options_for) return options(e.options_for(spec.params, where), spec.params, where);
+    return options(e.options, spec.params, where);
+  }
+
   std::string kind_;
   mutable std::mutex mu_;
   std::map<std::string, entry> entries_;

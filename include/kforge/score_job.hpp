@@ -18,6 +18,7 @@
 //   external: [kt_runs.json] # runs of other tools: {"runs": {space: {strategy: [[cache key, ...], ...]}}},
 //                            # the order each run visited configurations; replayed on the same clock,
 //                            # cut at the same budget and scored like kforge's own strategies
+//   plugins: [my_strategies.so] # shared-library plug-ins to load first (docs/plugins.md)
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kforge/document.hpp"
 #include "kforge/registry.hpp"
 #include "kforge/score.hpp"
 
@@ -53,6 +55,8 @@ struct score_job {
 
 /// Reads a score config. Errors are config_errors with file and key path.
 score_job load_score_job(const std::string& path);
+/// The same from an already parsed document.
+score_job parse_score_job(const document& doc);
 
 struct score_cell {
   std::string space, strategy;

@@ -3,6 +3,7 @@
 
 #include "cli/cli.hpp"
 #include "kforge/evaluator.hpp"
+#include "kforge/plugin.hpp"
 #include "kforge/strategy.hpp"
 #include "kforge/transform.hpp"
 
@@ -59,9 +60,10 @@ nlohmann::json entries_json(const R& reg) {
 
 int cmd_plugins(const std::vector<std::string>& args) {
   po::options_description desc(
-      "usage: kforge plugins [--json]\n\nLists the registered strategies, evaluators and transforms and "
-      "their "
-      "options with defaults and ranges.\n\noptions");
+      "usage: kforge plugins [--json] [--plugin FILE.so ...]\n\nLists the registered strategies, evaluators "
+      "and "
+      "transforms and their options with defaults and ranges, and the plug-ins loaded with "
+      "--plugin.\n\noptions");
   desc.add_options()("help,h", "show this help")("json", "print the plug-ins as JSON");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -70,10 +72,15 @@ int cmd_plugins(const std::vector<std::string>& args) {
     std::cout << desc << "\n";
     return 0;
   }
+  const auto loaded = loaded_plugins();
   if (vm.count("json")) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& p : loaded)
+      files.push_back({{"file", p.resolved.string()}, {"added", p.added}});
     std::cout << nlohmann::json{{"strategies", entries_json(strategy_registry())},
                                 {"evaluators", entries_json(evaluator_registry())},
-                                {"transforms", entries_json(transform_registry())}}
+                                {"transforms", entries_json(transform_registry())},
+                                {"plugins", files}}
                      .dump(1)
               << "\n";
     return 0;
@@ -81,6 +88,15 @@ int cmd_plugins(const std::vector<std::string>& args) {
   list(strategy_registry());
   list(evaluator_registry());
   list(transform_registry());
+  if (!loaded.empty()) {
+    std::cout << "plug-ins loaded:\n";
+    for (const auto& p : loaded) {
+      std::cout << "  " << p.resolved.string() << ":";
+      for (const auto& a : p.added)
+        std::cout << " " << a << (&a == &p.added.back() ? "" : ",");
+      std::cout << "\n";
+    }
+  }
   return 0;
 }
 

@@ -18,6 +18,7 @@ namespace {
 std::string source_label(const problem& prob) {
   if (prob.source_kind == "t1") return "T1 file";
   if (prob.source_kind == "kernel") return "kforge kernel description";
+  if (prob.source_kind == "program") return "Triton program";
   const auto format = load_recorded_cached(prob.source_file)->format;
   const std::string name = format == "kernel_tuner" ? "Kernel Tuner cache"
                            : format == "t4"         ? "T4 results"

@@ -7,6 +7,7 @@
 #include "cli/cli.hpp"
 #include "kforge/error.hpp"
 #include "kforge/kforge.hpp"
+#include "kforge/plugin.hpp"
 
 namespace {
 const char* usage =
@@ -22,8 +23,30 @@ const char* usage =
     "  compare RUN...   runs side by side as a Markdown table (best, time to 95% of best, statuses)\n"
     "  plugins          registered strategies, evaluators and transforms with their options\n"
     "\n"
-    "`kforge <command> --help` (or `kforge help <command>`) describes a command's options.\n";
+    "`kforge <command> --help` (or `kforge help <command>`) describes a command's options.\n"
+    "Every command takes `--plugin FILE.so` (repeatable): load a shared-library plug-in first "
+    "(docs/plugins.md).\n";
+
+// Loads the plug-ins named by --plugin FILE / --plugin=FILE and returns the other arguments.
+std::vector<std::string> take_plugins(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string file;
+    if (args[i] == "--plugin") {
+      if (i + 1 >= args.size())
+        throw kf::config_error("command line", "--plugin", "expected a plug-in file after it");
+      file = args[++i];
+    } else if (args[i].rfind("--plugin=", 0) == 0) {
+      file = args[i].substr(9);
+    } else {
+      rest.push_back(args[i]);
+      continue;
+    }
+    kf::load_plugin(file, {"command line", "--plugin"});
+  }
+  return rest;
 }
+}  // namespace
 
 int main(int argc, char** argv) {
   // `kforge help CMD` is `kforge CMD --help`.
@@ -45,9 +68,10 @@ int main(int argc, char** argv) {
   }
   kf::cli::program_name = argv[0];
   const std::string cmd = argv[1];
-  const std::vector<std::string> args(argv + 2, argv + argc);
+  const std::vector<std::string> all_args(argv + 2, argv + argc);
   try {
     kf::register_builtins();
+    const auto args = take_plugins(all_args);
     if (cmd == "run") return kf::cli::cmd_run(args);
     if (cmd == "score") return kf::cli::cmd_score(args);
     if (cmd == "space") return kf::cli::cmd_space(args);

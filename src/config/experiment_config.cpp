@@ -10,6 +10,7 @@
 #include "kforge/error.hpp"
 #include "kforge/evaluator.hpp"
 #include "kforge/kforge.hpp"
+#include "kforge/plugin.hpp"
 #include "kforge/strategy.hpp"
 #include "kforge/transfer.hpp"
 
@@ -82,20 +83,37 @@ void read_transfer(const document& doc, experiment_spec& s, bool strategy_takes_
 
 }  // namespace
 
+std::vector<std::string> load_config_plugins(const document& doc, const std::string& key) {
+  std::vector<std::string> out;
+  if (!doc.root.is_object() || !doc.root.contains(key)) return out;
+  const auto& list = doc.root[key];
+  if (!list.is_array()) doc.at(key).fail("expected a list of plug-in files (shared libraries)");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto item = key + "[" + std::to_string(i) + "]";
+    if (!list[i].is_string() || list[i].get<std::string>().empty())
+      doc.at(item).fail("expected the path of a plug-in (a .so file), got " + describe_json(list[i]));
+    const auto path = resolve_path(list[i].get<std::string>(), doc.base_dir);
+    out.push_back(load_plugin(path, doc.at(item)).resolved.string());
+  }
+  return out;
+}
+
 experiment_spec parse_experiment(const document& doc) {
   register_builtins();
   const auto& root = doc.root;
   if (!root.is_object())
     doc.at("").fail(
         "expected a mapping (name, problem, strategy, evaluator, budget, seed, output, batch_size)");
-  static const std::set<std::string> known = {"name",   "problem",    "strategy", "evaluator", "budget",
-                                              "seed",   "output",     "batch_size", "schedule", "transfer"};
+  static const std::set<std::string> known = {"name",       "problem",  "strategy", "evaluator", "budget", "seed",
+                                              "output",     "batch_size", "schedule", "transfer", "plugins"};
   for (const auto& [k, v] : root.items())
     if (!known.count(k))
       doc.at(k).fail(
           "unknown key (expected one of name, problem, strategy, evaluator, budget, seed, output, "
-          "batch_size, schedule, transfer)");
+          "batch_size, schedule, transfer, plugins)");
   experiment_spec s;
+  // Plug-ins first: the strategy, evaluator and transforms below may come from them.
+  s.plugins = load_config_plugins(doc, "plugins");
   s.file = doc.file;
   s.base_dir = doc.base_dir;
   s.raw = root;
@@ -115,17 +133,14 @@ experiment_spec parse_experiment(const document& doc) {
   bool strategy_takes_transfer = false;
   {
     // Validate the options now, so that a bad config fails before anything runs.
-    const auto e = strategy_registry().get(s.strategy.type, s.strategy.where);
-    strategy_takes_transfer =
-        e.make(options(e.options, s.strategy.params, s.strategy.where.child("params"))).accepts_transfer();
+    strategy_takes_transfer = strategy_registry().create(s.strategy).accepts_transfer();
   }
   if (root.contains("transfer")) read_transfer(doc, s, strategy_takes_transfer);
   if (!root.contains("evaluator"))
     doc.at("").fail("missing key 'evaluator' ({type: replay, params: {file: ...}})");
   s.evaluator = read_plugin(doc, root["evaluator"], "evaluator");
   {
-    const auto e = evaluator_registry().get(s.evaluator.type, s.evaluator.where);
-    (void)options(e.options, s.evaluator.params, s.evaluator.where.child("params"));
+    (void)evaluator_registry().validate(s.evaluator);
   }
   if (root.contains("budget")) {
     const auto& b = root["budget"];

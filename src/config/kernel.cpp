@@ -209,6 +209,71 @@ void parse_tolerances(const document& doc, const json& t, const std::string& tke
   }
 }
 
+std::pair<param, std::optional<value>> parse_parameter(const document& doc, const json& p, const std::string& key,
+                                                       const std::set<std::string>& extra_keys) {
+  if (!p.is_object()) doc.at(key).fail("expected {name, values, type?, default?}");
+  std::set<std::string> allowed = {"name", "values", "type", "default"};
+  allowed.insert(extra_keys.begin(), extra_keys.end());
+  check_keys(doc, p, key, allowed);
+  if (!child(p, "name").is_string()) doc.at(key + ".name").fail("expected a name");
+  const auto pname = p["name"].get<std::string>();
+  value vals;
+  const auto& vs = child(p, "values");
+  try {
+    vals = vs.is_string() ? expression::parse(vs.get<std::string>()).evaluate() : from_json(vs);
+  } catch (const error& e) {
+    doc.at(key + ".values").fail(e.what());
+  }
+  if (!vals.is_list() || vals.as_list().empty())
+    doc.at(key + ".values").fail("expected a non-empty list (or an expression giving one)");
+  param_type t = param_type::integer;
+  if (const auto& ty = child(p, "type"); ty.is_string()) {
+    const auto s = ty.get<std::string>();
+    if (s == "int")
+      t = param_type::integer;
+    else if (s == "float")
+      t = param_type::real;
+    else if (s == "bool")
+      t = param_type::boolean;
+    else if (s == "string" || s == "enum")
+      t = param_type::string;
+    else
+      doc.at(key + ".type").fail("expected int, float, bool or string");
+  } else {
+    for (const auto& v : vals.as_list()) {
+      if (v.is_string())
+        t = param_type::string;
+      else if (v.is_real() && t == param_type::integer)
+        t = param_type::real;
+      else if (v.is_bool() && t == param_type::integer)
+        t = param_type::boolean;
+    }
+  }
+  std::optional<param> made;
+  try {
+    made = make_param(pname, t, vals.as_list());
+  } catch (const error& e) {
+    doc.at(key + ".values").fail(e.what());
+  }
+  return {std::move(*made),
+          child(p, "default").is_null() ? std::nullopt : std::optional<value>(from_json(p["default"]))};
+}
+
+config resolve_defaults(const document& doc, const search_space& space,
+                                          const std::vector<std::optional<value>>& defaults,
+                                          const std::string& params_key) {
+  config out(space.dimension(), 0);
+  for (std::size_t i = 0; i < space.dimension() && i < defaults.size(); ++i) {
+    if (!defaults[i]) continue;
+    auto idx = space.value_index(i, *defaults[i]);
+    if (!idx) doc.at(params_key + "[" + std::to_string(i) + "].default").fail("not one of the values");
+    out[i] = static_cast<std::uint32_t>(*idx);
+  }
+  if (space.dimension() > 0 && !space.is_valid(out))
+    doc.at(params_key).fail("the default configuration " + space.describe(out) + " violates the constraints");
+  return out;
+}
+
 }  // namespace kernel_parse
 
 using namespace kernel_parse;
@@ -276,51 +341,9 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     if (!ps.is_array())
       doc.at(join_key(kp, "parameters")).fail("expected a list of {name, values, type?, default?}");
     for (std::size_t i = 0; i < ps.size(); ++i) {
-      const auto key = join_key(kp, "parameters") + "[" + std::to_string(i) + "]";
-      const auto& p = ps[i];
-      if (!p.is_object()) doc.at(key).fail("expected {name, values, type?, default?}");
-      check_keys(doc, p, key, {"name", "values", "type", "default"});
-      if (!child(p, "name").is_string()) doc.at(key + ".name").fail("expected a name");
-      const auto pname = p["name"].get<std::string>();
-      value vals;
-      const auto& vs = child(p, "values");
-      try {
-        vals = vs.is_string() ? expression::parse(vs.get<std::string>()).evaluate() : from_json(vs);
-      } catch (const error& e) {
-        doc.at(key + ".values").fail(e.what());
-      }
-      if (!vals.is_list() || vals.as_list().empty())
-        doc.at(key + ".values").fail("expected a non-empty list (or an expression giving one)");
-      param_type t = param_type::integer;
-      if (const auto& ty = child(p, "type"); ty.is_string()) {
-        const auto s = ty.get<std::string>();
-        if (s == "int")
-          t = param_type::integer;
-        else if (s == "float")
-          t = param_type::real;
-        else if (s == "bool")
-          t = param_type::boolean;
-        else if (s == "string" || s == "enum")
-          t = param_type::string;
-        else
-          doc.at(key + ".type").fail("expected int, float, bool or string");
-      } else {
-        for (const auto& v : vals.as_list()) {
-          if (v.is_string())
-            t = param_type::string;
-          else if (v.is_real() && t == param_type::integer)
-            t = param_type::real;
-          else if (v.is_bool() && t == param_type::integer)
-            t = param_type::boolean;
-        }
-      }
-      try {
-        params.push_back(make_param(pname, t, vals.as_list()));
-      } catch (const error& e) {
-        doc.at(key + ".values").fail(e.what());
-      }
-      defaults.push_back(child(p, "default").is_null() ? std::nullopt
-                                                       : std::optional<value>(from_json(p["default"])));
+      auto [p, d] = parse_parameter(doc, ps[i], join_key(kp, "parameters") + "[" + std::to_string(i) + "]", {});
+      params.push_back(std::move(p));
+      defaults.push_back(std::move(d));
     }
   }
   k.own_params = params.size();
@@ -393,18 +416,7 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   } catch (const error& e) {
     doc.at(join_key(kp, "constraints")).fail(e.what());
   }
-  k.defaults.assign(k.space.dimension(), 0);
-  for (std::size_t i = 0; i < k.space.dimension(); ++i) {
-    if (!defaults[i]) continue;
-    auto idx = k.space.value_index(i, *defaults[i]);
-    if (!idx)
-      doc.at(join_key(kp, "parameters") + "[" + std::to_string(i) + "].default")
-          .fail("not one of the values");
-    k.defaults[i] = *idx;
-  }
-  if (k.space.dimension() > 0 && !k.space.is_valid(k.defaults))
-    doc.at(join_key(kp, "parameters"))
-        .fail("the default configuration " + k.space.describe(k.defaults) + " violates the constraints");
+  k.defaults = resolve_defaults(doc, k.space, defaults, join_key(kp, "parameters"));
   // Arguments, in the kernel's parameter order.
   const auto& as = req("arguments");
   if (!as.is_array() || as.empty())

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <map>
+#include <optional>
+#include <utility>
+#include <vector>
 #include <set>
 #include <string>
 
@@ -11,6 +14,8 @@
 #include "kforge/document.hpp"
 #include "kforge/expr.hpp"
 #include "kforge/kernel.hpp"
+#include "kforge/space.hpp"
+#include "kforge/value.hpp"
 
 namespace kf::kernel_parse {
 
@@ -38,5 +43,14 @@ std::map<dtype, tolerance> default_tolerances();
 /// {dtype: {rel, abs}} over `out` (a partial entry keeps the other value).
 void parse_tolerances(const document& doc, const json& t, const std::string& tkey,
                       std::map<dtype, tolerance>& out);
+/// A tuning parameter {name, values (a list or an expression), type?, default?} (and `extra_keys`), with
+/// its default when given.
+std::pair<param, std::optional<value>> parse_parameter(const document& doc, const json& p, const std::string& key,
+                                                       const std::set<std::string>& extra_keys);
+/// The default configuration: each parameter's `default` (else its first value); fails at the parameter
+/// whose default is not one of its values, or at `params_key` when the defaults violate the constraints.
+config resolve_defaults(const document& doc, const search_space& space,
+                                          const std::vector<std::optional<value>>& defaults,
+                                          const std::string& params_key);
 
 }  // namespace kf::kernel_parse

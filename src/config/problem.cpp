@@ -219,7 +219,18 @@ problem load_problem(const document& doc, const std::string& key_path) {
       k += key_path[i];
     }
   }
-  if (!node->is_object()) loc.fail("expected a mapping with one of t1, cache, kernel");
+  if (!node->is_object()) loc.fail("expected a mapping with one of t1, cache, kernel, program");
+  if (node->contains("program")) {
+    auto spec = std::make_shared<const program_spec>(parse_program_spec(doc, *node, key_path));
+    problem p;
+    p.name = spec->name;
+    p.space = spec->space;
+    p.source_kind = "program";
+    p.source_file = spec->program.string();
+    p.base_dir = spec->program.parent_path();
+    p.program_desc = std::move(spec);
+    return p;
+  }
   // Keys that correct the kernel a T1 file names (src/config/t1_kernel.cpp).
   static const std::set<std::string> t1_kernel_keys = {"kernel_file",      "prelude",   "include_dirs",
                                                        "compiler_options", "reference", "tolerance",
@@ -234,7 +245,7 @@ problem load_problem(const document& doc, const std::string& key_path) {
     if (key != "t1" && key != "cache" && key != "kernel" && key != "name")
       doc.at(key_path + "." + key)
           .fail(
-              "unknown key (expected one of t1, cache, kernel, name; with t1 also kernel_file, prelude, "
+              "unknown key (expected one of t1, cache, kernel, program, name; with t1 also kernel_file, prelude, "
               "include_dirs, compiler_options, reference, tolerance, check_shapes, arguments)");
     if (key == "name") continue;
     if (!kind.empty()) loc.fail("give exactly one of t1, cache, kernel");
@@ -245,7 +256,7 @@ problem load_problem(const document& doc, const std::string& key_path) {
   if (kind.empty())
     loc.fail(
         "give one of t1 (a T1 file), cache (a Kernel Tuner cache file), kernel (a kforge kernel "
-        "description)");
+        "description), program (a Triton program's .py, with call, inputs and parameters)");
   problem p;
   try {
     if (kind == "t1")

@@ -1,8 +1,10 @@
 #include <mutex>
 
 #include "kforge/evaluators/cuda.hpp"
+#include "kforge/evaluators/program.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/evaluators/replay.hpp"
+#include "kforge/python_bridge.hpp"
 #include "kforge/transform.hpp"
 #include "kforge/strategies/bayesian.hpp"
 #include "kforge/strategies/brute_force.hpp"
@@ -21,6 +23,7 @@ void strategies::register_builtin_strategies() {
   register_bayesian();
   register_hybrid();
   register_profile_guided();
+  register_python_strategy();
 }
 
 void register_builtins() {
@@ -29,6 +32,7 @@ void register_builtins() {
     strategies::register_builtin_strategies();
     register_replay_evaluator();
     register_cuda_evaluator();
+    register_program_evaluator();
     register_builtin_transforms();
   });
 }

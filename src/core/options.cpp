@@ -178,10 +178,13 @@ options::options(std::span<const option_spec> specs, const nlohmann::json& param
     }
     if (v.is_number()) {
       const double x = v.get<double>();
-      if (o.min && !(x >= *o.min))
-        loc.fail("must be >= " + describe_json(*o.min) + ", got " + describe_json(v));
-      if (o.max && !(x <= *o.max))
-        loc.fail("must be <= " + describe_json(*o.max) + ", got " + describe_json(v));
+      // An integer option's bounds read as integers ("must be >= 1", not "1.0").
+      auto bound = [&](double b) {
+        return o.type == option_type::integer ? describe_json(static_cast<std::int64_t>(b))
+                                              : describe_json(b);
+      };
+      if (o.min && !(x >= *o.min)) loc.fail("must be >= " + bound(*o.min) + ", got " + describe_json(v));
+      if (o.max && !(x <= *o.max)) loc.fail("must be <= " + bound(*o.max) + ", got " + describe_json(v));
     }
     if (!o.choices.empty() && v.is_string()) {
       bool ok = false;

@@ -11,6 +11,7 @@
 #include "kforge/document.hpp"
 #include "kforge/error.hpp"
 #include "kforge/experiment.hpp"
+#include "kforge/experiment_config.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/problem.hpp"
 #include "kforge/transfer.hpp"
@@ -30,20 +31,25 @@ double score_table::mean_score(std::size_t s) const {
 }
 
 score_job load_score_job(const std::string& path) {
+  return parse_score_job(load_document(path));
+}
+
+score_job parse_score_job(const document& doc) {
   register_builtins();
-  const auto doc = load_document(path);
   const auto& root = doc.root;
   if (!root.is_object()) doc.at("").fail("expected a mapping (spaces, strategies, seeds, ...)");
   static const std::set<std::string> known = {"spaces",     "strategies",    "seeds",
                                               "seed_base",  "cutoff_start",  "cutoff_end",
-                                              "resolution", "budget_margin", "external"};
+                                              "resolution", "budget_margin", "external",
+                                              "plugins"};
   for (const auto& [k, v] : root.items())
     if (!known.count(k))
       doc.at(k).fail(
           "unknown key (expected spaces, strategies, seeds, seed_base, cutoff_start, cutoff_end, resolution, "
-          "budget_margin)");
+          "budget_margin, external, plugins)");
   score_job job;
-  job.file = path;
+  job.file = doc.file;
+  (void)load_config_plugins(doc, "plugins");  // before the strategies: some may come from them
   if (!root.contains("spaces") || !root["spaces"].is_array() || root["spaces"].empty())
     doc.at("spaces").fail("expected a non-empty list of {name, recording, t1}");
   for (std::size_t i = 0; i < root["spaces"].size(); ++i) {
@@ -98,8 +104,7 @@ score_job load_score_job(const std::string& path) {
     } else {
       p.where.fail("expected a strategy name or {type, params, transfer}");
     }
-    const auto e = strategy_registry().get(p.type, p.where);
-    const bool takes = e.make(options(e.options, p.params, p.where.child("params"))).accepts_transfer();
+    const bool takes = strategy_registry().create(p).accepts_transfer();
     if (transfer && !takes)
       doc.at(key + ".transfer").fail("strategy '" + p.type + "' does not use transfer records");
     job.strategies.push_back(std::move(p));

@@ -4,6 +4,9 @@
 //   - gives the same trial sequence for the same seed, and (as a sanity check) another for another seed;
 //   - keeps proposing until the space is exhausted when the budget allows it.
 // The contract is checked directly here (not through the experiment loop, which also enforces it).
+// Besides every registered strategy with its defaults, the Python example strategy
+// (examples/python/neighbour_walk.py, through strategy type "python" and the embedded interpreter) runs the
+// same checks; it is skipped, with the reason, where kforge was built without its Python module.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -15,17 +18,37 @@
 namespace kf {
 namespace {
 
-class conformance : public ::testing::TestWithParam<std::string> {};
+// A strategy under test: a label (the test's name) and the {type, params} that creates it.
+struct strategy_case {
+  std::string label;
+  plugin_spec spec;
+};
+
+void PrintTo(const strategy_case& c, std::ostream* os) {
+  *os << c.label;
+}
+
+class conformance : public ::testing::TestWithParam<strategy_case> {
+ protected:
+  void SetUp() override {
+#ifndef KFORGE_HAVE_PYTHON
+    if (GetParam().spec.type == "python")
+      GTEST_SKIP()
+          << "kforge was built without its Python module (nanobind in <repo>/.venv: scripts/install-deps)";
+#endif
+  }
+};
 
 struct checked_run {
   std::vector<config> sequence;
 };
 
 // Drives the strategy by hand, checking every proposal against the contract.
-checked_run drive(const std::string& name, std::uint64_t seed, std::size_t budget, std::size_t batch) {
+checked_run drive(const strategy_case& sc, std::uint64_t seed, std::size_t budget, std::size_t batch) {
+  const auto& name = sc.label;
   test::stencil_replay f;
   const auto& space = f.prob.space;
-  auto s = strategy_registry().create({name, {}, {}});
+  auto s = strategy_registry().create(sc.spec);
   auto e = f.make_evaluator();
   s.initialize(space, seed);
   run_history h;
@@ -64,7 +87,7 @@ checked_run drive(const std::string& name, std::uint64_t seed, std::size_t budge
 TEST_P(conformance, never_invalid_duplicate_or_measured_and_respects_budget) {
   for (std::size_t batch : {1, 8}) {
     const auto r = drive(GetParam(), 3, 120, batch);
-    EXPECT_EQ(r.sequence.size(), 120u) << GetParam() << " stopped early with batch " << batch;
+    EXPECT_EQ(r.sequence.size(), 120u) << GetParam().label << " stopped early with batch " << batch;
   }
 }
 
@@ -73,10 +96,10 @@ TEST_P(conformance, same_seed_same_sequence) {
     const auto a = drive(GetParam(), 11, 80, batch);
     const auto b = drive(GetParam(), 11, 80, batch);
     const auto c = drive(GetParam(), 12, 80, batch);
-    EXPECT_EQ(a.sequence, b.sequence) << GetParam();
+    EXPECT_EQ(a.sequence, b.sequence) << GetParam().label;
     // brute_force is deterministic by design (lexicographic order); every other strategy uses its seed.
-    if (GetParam() != "brute_force") {
-      EXPECT_NE(a.sequence, c.sequence) << GetParam() << " ignores its seed";
+    if (GetParam().label != "brute_force") {
+      EXPECT_NE(a.sequence, c.sequence) << GetParam().label << " ignores its seed";
     }
   }
 }
@@ -87,7 +110,7 @@ TEST_P(conformance, same_seed_same_run_through_the_loop) {
   b.evaluations = 60;
   std::vector<std::vector<config>> seqs;
   for (int k = 0; k < 2; ++k) {
-    auto s = strategy_registry().create({GetParam(), {}, {}});
+    auto s = strategy_registry().create(GetParam().spec);
     auto e = f.make_evaluator();
     const auto r = run_loop(f.prob.space, s, e, b, 21, 4, nullptr, {});
     std::vector<config> seq;
@@ -102,16 +125,25 @@ TEST_P(conformance, can_exhaust_a_space) {
   const auto r = drive(GetParam(), 5, 1000, 16);
   test::stencil_replay f;
   EXPECT_EQ(r.sequence.size(), f.prob.space.valid().size())
-      << GetParam() << " stopped before the space was exhausted";
+      << GetParam().label << " stopped before the space was exhausted";
 }
 
-std::vector<std::string> registered() {
+std::vector<strategy_case> registered() {
   register_builtins();
-  return strategy_registry().names();
+  std::vector<strategy_case> out;
+  for (const auto& name : strategy_registry().names())
+    if (name != "python") out.push_back({name, {name, nlohmann::json::object(), {}}});
+  // The Python example, with its default options.
+  out.push_back({"python_neighbour_walk",
+                 {"python",
+                  {{"module", (test::source_dir() / "examples/python/neighbour_walk.py").string()},
+                   {"class", "NeighbourWalk"}},
+                  {"conformance", "strategy"}}});
+  return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(all_strategies, conformance, ::testing::ValuesIn(registered()),
-                         [](const auto& param_info) { return param_info.param; });
+                         [](const auto& param_info) { return param_info.param.label; });
 
 }  // namespace
 }  // namespace kf

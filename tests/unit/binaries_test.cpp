@@ -1,6 +1,9 @@
 // Every kforge program must start on a machine without an NVIDIA driver: none may need libcuda.so.1 at
 // load time (evaluators/cuda/worker/driver_api.cpp loads it at run time, and only when a GPU is asked for).
 #include <gtest/gtest.h>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "support/test_support.hpp"
 
@@ -8,12 +11,20 @@ namespace {
 
 TEST(binaries, none_needs_the_cuda_driver_at_load_time) {
   const std::string dir = std::filesystem::path(KFORGE_CLI).parent_path().string();
-  for (const std::string& bin : {dir + "/kforge", dir + "/kforge-worker", std::string("/proc/self/exe")}) {
+  // libkforge_core.so too (every program loads it); libkforge_python.so, loaded only for python strategies,
+  // where it was built.
+  std::vector<std::string> files = {dir + "/kforge", dir + "/kforge-worker", std::string("/proc/self/exe"),
+                                    dir + "/libkforge_core.so"};
+  if (std::filesystem::exists(dir + "/libkforge_python.so")) files.push_back(dir + "/libkforge_python.so");
+  for (const std::string& bin : files) {
     const auto r = kf::test::run_command("readelf -d " + bin);
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find("NEEDED"), std::string::npos) << bin;
     EXPECT_EQ(r.output.find("libcuda"), std::string::npos) << bin << " links the CUDA driver:\n" << r.output;
   }
+  // The CLI links no Python: it loads libkforge_python.so when a python strategy is asked for.
+  const auto cli = kf::test::run_command("readelf -d " + dir + "/kforge " + dir + "/libkforge_core.so");
+  EXPECT_EQ(cli.output.find("libpython"), std::string::npos) << cli.output;
   // And the worker starts, and says so, where no driver is.
   const auto w = kf::test::run_command(dir + "/kforge-worker --fake < /dev/null");
   EXPECT_EQ(w.status, 0) << w.output;

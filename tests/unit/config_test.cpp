@@ -44,7 +44,8 @@ void expect_config_error(const nlohmann::json& params, const std::string& key_pa
 
 TEST(options, misuse_names_file_key_and_reason) {
   expect_config_error({{"file", "x"}, {"popsize", 3}}, "strategy.params.popsize", "unknown option");
-  expect_config_error({{"file", "x"}, {"population_size", 1}}, "strategy.params.population_size", ">= 2");
+  expect_config_error({{"file", "x"}, {"population_size", 1}}, "strategy.params.population_size",
+                      "must be >= 2, got 1");  // an integer option's bound reads as an integer
   expect_config_error({{"file", "x"}, {"population_size", "ten"}}, "strategy.params.population_size",
                       "integer");
   expect_config_error({{"file", "x"}, {"population_size", 2.5}}, "strategy.params.population_size",

@@ -55,7 +55,8 @@ std::string where(const include_line& l) {
 
 TEST(layering, cuda_headers_only_in_the_cuda_wing) {
   for (const char* folder :
-       {"include", "src", "search", "transforms", "evaluators/replay", "evaluators/runner", "tests"})
+       {"include", "src", "search", "transforms", "evaluators/replay", "evaluators/runner", "evaluators/program",
+        "tests"})
     for (const auto& l : includes_under(folder))
       EXPECT_FALSE(is_cuda_header(l.target)) << where(l);
 }
@@ -68,6 +69,12 @@ TEST(layering, the_core_includes_no_evaluator_internals) {
 
 TEST(layering, the_runner_knows_no_evaluator) {
   for (const auto& l : includes_under("evaluators/runner"))
+    EXPECT_TRUE(l.target.rfind("evaluators/", 0) != 0 || l.target.rfind("evaluators/runner/", 0) == 0)
+        << where(l);
+}
+
+TEST(layering, the_program_evaluator_uses_only_the_runner) {
+  for (const auto& l : includes_under("evaluators/program"))
     EXPECT_TRUE(l.target.rfind("evaluators/", 0) != 0 || l.target.rfind("evaluators/runner/", 0) == 0)
         << where(l);
 }

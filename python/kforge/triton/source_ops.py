@@ -191,6 +191,10 @@ def _is_decorator(node: ast.expr, name: str) -> bool:
 
 
 def _is_constexpr_annotation(node: ast.expr | None) -> bool:
+    """``tl.constexpr``, ``triton.language.constexpr``, ``constexpr``, or the same as a string annotation
+    (``BLOCK_SIZE: "tl.constexpr"``, as in many TritonBench-G files)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.strip().split(".")[-1] == "constexpr"
     return node is not None and _decorator_name(node).split(".")[-1] == "constexpr"
 
 

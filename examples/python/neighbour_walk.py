@@ -1,0 +1,48 @@
+"""A kforge strategy written in Python: a seeded walk over the neighbours of the best configuration so far.
+
+    strategy: {type: python, params: {module: neighbour_walk.py, class: NeighbourWalk, restarts: 8}}
+"""
+import random
+
+import kforge
+
+
+class NeighbourWalk:
+    """Seeded walk over the neighbours of the best so far; random restarts (without replacement) when none is left."""
+
+    options = {
+        "restarts": kforge.option(int, 4, "random proposals before the walk starts", min=1),
+        "neighbourhood": kforge.option(str, "hamming", "which neighbours the walk visits",
+                                       choices=["hamming", "adjacent", "strictly_adjacent"]),
+    }
+
+    def __init__(self, space, seed, restarts, neighbourhood):
+        self.space, self.restarts, self.kind = space, restarts, neighbourhood
+        self.rng = random.Random(seed)          # every random choice from the seed
+        self.order = space.valid()              # the restarts: a seeded permutation of the valid set
+        self.rng.shuffle(self.order)
+        self.seen = set()                       # proposed so far (tuples of value indices)
+        self.best, self.told = None, 0
+
+    def propose(self, n):
+        out = []
+        if self.best is not None and self.told >= self.restarts:
+            for c in self.space.neighbours(self.best[1], self.kind):
+                if len(out) < n and c not in self.seen:
+                    out.append(c)
+                    self.seen.add(c)
+        while len(out) < n and self.order:
+            c = self.order.pop()
+            if c not in self.seen:
+                out.append(c)
+                self.seen.add(c)
+        return out
+
+    def observe(self, trials):
+        for t in trials:
+            self.told += 1
+            if t.ok and (self.best is None or t.time_ms < self.best[0]):
+                self.best = (t.time_ms, t.config)
+
+    def finished(self):
+        return not self.order

@@ -1,0 +1,430 @@
+"""The device layer of kforge's program worker (``program_worker``): everything that touches tensors or a GPU.
+
+Two implementations of one small interface:
+
+- ``TorchDevice``: the real one (torch on a CUDA GPU): CUDA events, an L2 flush buffer, NaN poisoning,
+  comparisons on the device, kernels' own durations from CUPTI activity records (through
+  ``torch.profiler``, i.e. Kineto, which reads CUPTI's activity API: the records of the kernels a call
+  launched, with their GPU start and end).
+- ``FakeDevice``: numpy arrays on the host, a wall clock for a timer, no GPU. It lets the worker's protocol,
+  comparison, poisoning and statistics be tested without a GPU; programs written for it use ``fake_empty``
+  (a caching allocator that hands the same block back, as torch's does) and ``fake_kernel`` (a simulated
+  kernel record).
+
+The worker never imports torch itself: only ``TorchDevice`` does, when it is made.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+# kforge's dtype names (docs/kernel.md) by the tensor library's.
+DTYPE_NAMES = {
+    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+    "int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16", "int32": "i32", "uint32": "u32",
+    "int64": "i64", "uint64": "u64", "bool": "bool",
+}
+
+
+class DeviceBroken(Exception):
+    """The device's state is lost (a fault, a sticky CUDA error): the worker must exit."""
+
+
+def _describe_mismatch(path: str, n_bad: int, total: int, index, out_value, ref_value, tol) -> str:
+    return (f"{path}: {n_bad} of {total} elements differ; first at {index}: {out_value!r} vs reference "
+            f"{ref_value!r} (tolerance abs {tol[1]:g} + rel {tol[0]:g} |ref|)")
+
+
+class FakeDevice:
+    """numpy on the host. ``name`` 'fake'. Timing is the wall clock of the call."""
+
+    name = "fake"
+    kernel_records: list | None = None  # collecting fake_kernel() records while not None
+    broken = False
+    pool: dict = {}  # (shape, dtype) -> the block fake_empty hands out
+
+    def __init__(self, device: int = 0):
+        import numpy
+        self.np = numpy
+        self.index = device
+        FakeDevice.broken = False
+
+    # -- description
+    def describe(self) -> dict:
+        return {"device": self.index, "name": "fake device", "cc_major": 9, "cc_minor": 0, "sm_count": 1,
+                "memory_bytes": 1 << 30, "l2_bytes": 1 << 20, "profiling": True, "profiling_note": "",
+                "torch": None}
+
+    # -- tensors
+    def is_tensor(self, x) -> bool:
+        return isinstance(x, self.np.ndarray)
+
+    def clone(self, x):
+        return x.copy()
+
+    def copy_into(self, dst, src) -> None:
+        dst[...] = src
+
+    def dtype_name(self, x) -> str:
+        return DTYPE_NAMES.get(str(x.dtype), str(x.dtype))
+
+    def shape_of(self, x) -> tuple:
+        return tuple(x.shape)
+
+    def is_floating(self, x) -> bool:
+        return x.dtype.kind in "fc"
+
+    def poison(self, x) -> None:
+        if self.is_floating(x):
+            x.fill(self.np.nan)
+        elif x.dtype.kind == "b":
+            x.fill(True)
+        else:
+            x.fill(-1 if x.dtype.kind == "i" else self.np.iinfo(x.dtype).max)
+
+    def poison_pool(self, blocks: list) -> None:
+        """Fills the allocator's cached blocks of these (shape, dtype) with NaN."""
+        for shape, dtype in blocks:
+            block = FakeDevice.pool.get((tuple(shape), dtype))
+            if block is not None:
+                self.poison(block)
+
+    def equal(self, a, b) -> bool:
+        return a.shape == b.shape and a.dtype == b.dtype and bool(
+            self.np.array_equal(a, b, equal_nan=self.is_floating(a)))
+
+    def compare(self, path: str, out, ref, tol) -> str | None:
+        np = self.np
+        if out.shape != ref.shape:
+            return f"{path}: shape {tuple(out.shape)} vs reference {tuple(ref.shape)}"
+        if out.dtype != ref.dtype:
+            return f"{path}: dtype {out.dtype} vs reference {ref.dtype}"
+        if self.is_floating(ref):
+            o, r = out.astype(np.float64), ref.astype(np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                ok = np.abs(o - r) <= tol[1] + tol[0] * np.abs(r)
+            ok |= (np.isnan(o) & np.isnan(r)) | ((o == r) & np.isinf(r))
+        else:
+            ok = out == ref
+        bad = ~ok
+        n_bad = int(bad.sum())
+        if n_bad == 0:
+            return None
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        return _describe_mismatch(path, n_bad, int(ref.size), index, out[index].item(), ref[index].item(), tol)
+
+    # -- running
+    def inputs_context(self):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def seed(self, seed: int) -> None:
+        import random
+        random.seed(seed)
+        self.np.random.seed(seed % (1 << 32))
+
+    def synchronize(self) -> None:
+        if FakeDevice.broken:
+            raise DeviceBroken("fake device fault")
+
+    def healthy(self) -> bool:
+        return not FakeDevice.broken
+
+    def flush_l2(self) -> None:
+        pass
+
+    def time_calls(self, call: Callable[[], Any], prepare: Callable[[], None], count: int,
+                   flush: bool) -> list[float]:
+        """Milliseconds of `count` calls, each after prepare() and an L2 flush."""
+        times = []
+        for _ in range(count):
+            prepare()
+            if flush:
+                self.flush_l2()
+            start = time.perf_counter()
+            call()
+            times.append((time.perf_counter() - start) * 1e3)
+        self.synchronize()
+        return times
+
+    def kernel_activity(self, call: Callable[[], Any], prepare: Callable[[], None], count: int,
+                        flush: bool) -> list[list[tuple[str, float]]]:
+        """Per call, the (name, milliseconds) of each kernel it launched."""
+        per_call = []
+        for _ in range(count):
+            prepare()
+            FakeDevice.kernel_records = []
+            try:
+                call()
+                self.synchronize()
+                per_call.append(list(FakeDevice.kernel_records))
+            finally:
+                FakeDevice.kernel_records = None
+        return per_call
+
+
+    def kernel_metrics(self, call: Callable[[], Any], prepare: Callable[[], None], names: list[str],
+                       flush: bool) -> dict:
+        """Each metric summed over the kernels of one call. Fake: the number of kernels the call launched."""
+        per_call = self.kernel_activity(call, prepare, 1, flush)
+        return {name: float(len(per_call[0])) for name in names}
+
+
+def fake_empty(shape, dtype="float32"):
+    """For fake programs: an uninitialised array from a caching allocator that returns the same block for
+    the same request (as torch's does after a free), so a program that does not write its output returns
+    stale data unless the worker poisons the pool."""
+    import numpy
+    key = (tuple(shape), str(numpy.dtype(dtype)))
+    if key not in FakeDevice.pool:
+        FakeDevice.pool[key] = numpy.zeros(shape, dtype=dtype)
+    return FakeDevice.pool[key]
+
+
+def fake_kernel(name: str, ms: float) -> None:
+    """For fake programs: a kernel of `name` that ran `ms` milliseconds (a simulated activity record)."""
+    if FakeDevice.kernel_records is not None:
+        FakeDevice.kernel_records.append((name, ms))
+
+
+def fake_break_device() -> None:
+    """For fake programs: the device faults (a sticky error): the worker answers crashed and exits."""
+    FakeDevice.broken = True
+
+
+class TorchDevice:
+    """torch on CUDA device `device`."""
+
+    name = "cuda"
+
+    def __init__(self, device: int = 0):
+        import torch
+        self.torch = torch
+        self.index = device
+        torch.cuda.set_device(device)
+        self.dev = torch.device("cuda", device)
+        self.props = torch.cuda.get_device_properties(device)
+        l2 = int(getattr(self.props, "L2_cache_size", 0) or (50 << 20))
+        self.l2_bytes = l2
+        self.flush_buffer = torch.empty(2 * l2, dtype=torch.int8, device=self.dev)
+        self._profiling_note = ""
+        try:
+            import torch.profiler  # noqa: F401
+            self._profiling = True
+        except Exception as e:  # pragma: no cover - depends on the build of torch
+            self._profiling = False
+            self._profiling_note = f"torch.profiler unavailable: {e}"
+
+    def describe(self) -> dict:
+        p = self.props
+        return {"device": self.index, "name": p.name, "cc_major": p.major, "cc_minor": p.minor,
+                "sm_count": p.multi_processor_count, "memory_bytes": int(p.total_memory),
+                "l2_bytes": self.l2_bytes, "profiling": self._profiling,
+                "profiling_note": self._profiling_note, "torch": self.torch.__version__,
+                "cuda": self.torch.version.cuda}
+
+    # -- tensors
+    def is_tensor(self, x) -> bool:
+        return isinstance(x, self.torch.Tensor)
+
+    def clone(self, x):
+        return x.detach().clone()
+
+    def copy_into(self, dst, src) -> None:
+        with self.torch.no_grad():
+            dst.copy_(src)
+
+    def dtype_name(self, x) -> str:
+        return DTYPE_NAMES.get(str(x.dtype).replace("torch.", ""), str(x.dtype))
+
+    def shape_of(self, x) -> tuple:
+        return tuple(x.shape)
+
+    def is_floating(self, x) -> bool:
+        return x.is_floating_point() or x.is_complex()
+
+    def poison(self, x) -> None:
+        with self.torch.no_grad():
+            if self.is_floating(x):
+                x.fill_(math.nan)
+            elif x.dtype == self.torch.bool:
+                x.fill_(True)
+            else:
+                x.fill_(-1 if x.dtype.is_signed else self.torch.iinfo(x.dtype).max)
+
+    def poison_pool(self, blocks: list) -> None:
+        """Allocates blocks of these (shape, dtype), fills them with NaN and frees them: torch's caching
+        allocator hands the same memory to the program's next torch.empty of that size, so an element the
+        candidate does not write reads NaN instead of the reference's stale result."""
+        held = []
+        for shape, dtype in blocks:
+            t = self.torch.empty(shape, dtype=getattr(self.torch, dtype), device=self.dev)
+            self.poison(t)
+            held.append(t)
+        del held
+
+    def equal(self, a, b) -> bool:
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        return bool(self.torch.equal(a, b)) or (self.is_floating(a) and bool(
+            self.torch.equal(self.torch.nan_to_num(a, nan=0.5), self.torch.nan_to_num(b, nan=0.5))
+            and self.torch.equal(self.torch.isnan(a), self.torch.isnan(b))))
+
+    def compare(self, path: str, out, ref, tol) -> str | None:
+        torch = self.torch
+        if tuple(out.shape) != tuple(ref.shape):
+            return f"{path}: shape {tuple(out.shape)} vs reference {tuple(ref.shape)}"
+        if out.dtype != ref.dtype:
+            return f"{path}: dtype {out.dtype} vs reference {ref.dtype}"
+        with torch.no_grad():
+            if self.is_floating(ref):
+                o, r = out.double(), ref.double()
+                ok = (o - r).abs() <= tol[1] + tol[0] * r.abs()
+                ok |= (torch.isnan(o) & torch.isnan(r)) | ((o == r) & torch.isinf(r))
+            else:
+                ok = out == ref
+            bad = ~ok
+            n_bad = int(bad.sum().item())
+            if n_bad == 0:
+                return None
+            index = tuple(int(i) for i in bad.nonzero()[0].tolist())
+            return _describe_mismatch(path, n_bad, ref.numel(), index, out[index].item(), ref[index].item(),
+                                      tol)
+
+    # -- running
+    def inputs_context(self):
+        """Where the inputs function runs: tensors made without a device land on this GPU. Only there: a
+        default device set for the whole process would intercept every torch call of the timed wrapper."""
+        return self.dev
+
+    def seed(self, seed: int) -> None:
+        import random
+        random.seed(seed)
+        self.torch.manual_seed(seed)
+        try:
+            import numpy
+            numpy.random.seed(seed % (1 << 32))
+        except ImportError:
+            pass
+
+    def synchronize(self) -> None:
+        try:
+            self.torch.cuda.synchronize(self.dev)
+        except Exception as e:
+            raise DeviceBroken(f"{type(e).__name__}: {e}") from e
+
+    def healthy(self) -> bool:
+        try:
+            self.torch.cuda.synchronize(self.dev)
+            self.torch.zeros(1, device=self.dev).add_(1).item()
+            return True
+        except Exception:
+            return False
+
+    def flush_l2(self) -> None:
+        self.flush_buffer.zero_()
+
+    def time_calls(self, call: Callable[[], Any], prepare: Callable[[], None], count: int,
+                   flush: bool) -> list[float]:
+        """Milliseconds between CUDA events recorded on the current stream around each call (what the
+        call costs on the GPU's timeline: its kernels and the gaps its Python leaves between them)."""
+        cuda = self.torch.cuda
+        starts = [cuda.Event(enable_timing=True) for _ in range(count)]
+        ends = [cuda.Event(enable_timing=True) for _ in range(count)]
+        for k in range(count):
+            prepare()
+            if flush:
+                self.flush_l2()
+            starts[k].record()
+            call()
+            ends[k].record()
+        self.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    def kernel_activity(self, call: Callable[[], Any], prepare: Callable[[], None], count: int,
+                        flush: bool) -> list[list[tuple[str, float]]]:
+        """Per call, the (name, milliseconds) of each GPU kernel it launched, from CUPTI activity records
+        (torch.profiler, CUDA activities only). The profiler runs around the call alone: the L2 flush and
+        the input preparation happen before it starts, so their kernels are not counted."""
+        from torch.profiler import ProfilerActivity, profile
+        per_call = []
+        for _ in range(count):
+            prepare()
+            if flush:
+                self.flush_l2()
+            self.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                call()
+                self.synchronize()
+            per_call.append(_kernel_records(prof, self.torch))
+        return per_call
+
+
+    def kernel_metrics(self, call: Callable[[], Any], prepare: Callable[[], None], names: list[str],
+                       flush: bool) -> dict:
+        """CUPTI metrics of one call's kernels, summed over them, through Kineto's CUPTI range profiler
+        (torch.profiler's experimental ``profiler_metrics``, one range per kernel). Experimental: the
+        values are read from the trace Kineto exports (events whose args carry the metric names)."""
+        import json as _json
+        import os as _os
+        import tempfile
+        from torch.profiler import ProfilerActivity, profile
+        config = self.torch._C._profiler._ExperimentalConfig(profiler_metrics=list(names),
+                                                              profiler_measure_per_kernel=True)
+        prepare()
+        if flush:
+            self.flush_l2()
+        self.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA], experimental_config=config) as prof:
+            call()
+            self.synchronize()
+        fd, path = tempfile.mkstemp(suffix=".json")
+        _os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path, encoding="utf-8") as f:
+                trace = _json.load(f)
+        finally:
+            _os.unlink(path)
+        totals: dict = {}
+        for event in trace.get("traceEvents", []):
+            args = event.get("args") or {}
+            for name in names:
+                v = args.get(name)
+                if isinstance(v, (int, float)):
+                    totals[name] = totals.get(name, 0.0) + float(v)
+        if not totals:
+            raise RuntimeError("no metric values in the profiler's trace")
+        return totals
+
+
+def _kernel_records(prof, torch) -> list[tuple[str, float]]:
+    """(name, ms) of the kernels in a finished torch.profiler session, in start order."""
+    records = []
+    try:  # Kineto's own events: one per activity record
+        for e in prof.profiler.kineto_results.events():
+            if e.device_type() != torch.autograd.DeviceType.CUDA:
+                continue
+            name = e.name()
+            if name.startswith(("Memcpy", "Memset")) or name.startswith("cuda"):
+                continue
+            duration_ms = e.duration_ns() / 1e6 if hasattr(e, "duration_ns") else e.duration_us() / 1e3
+            records.append((e.start_ns() if hasattr(e, "start_ns") else e.start_us(), name, duration_ms))
+        records.sort()
+        return [(name, ms) for _, name, ms in records]
+    except AttributeError:
+        pass
+    for e in prof.events():  # FunctionEvents: kernels are the device-side ones
+        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            us = getattr(e, "device_time", None) or getattr(e, "cuda_time", 0.0)
+            records.append((e.time_range.start, e.name, us / 1e3))
+    records.sort()
+    return [(name, ms) for _, name, ms in records]
+
+
+def make_device(kind: str, device: int):
+    if kind == "fake":
+        return FakeDevice(device)
+    return TorchDevice(device)

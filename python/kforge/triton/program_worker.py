@@ -1,0 +1,751 @@
+"""kforge's program worker: measures variants of a Triton *program* (a Python module whose wrapper functions
+launch Triton kernels), the second worker kind of kforge's runner beside kforge-worker.
+
+Run as ``python <repo>/python/kforge/triton/program_worker.py --device N [--cache DIR] [--fake]`` (or
+``-m kforge.triton.program_worker`` with python/ on PYTHONPATH). ``--fake`` runs on ``FakeDevice``
+(numpy, no GPU) for tests; ``--count`` prints the number of visible GPUs and exits; ``--knobs FILE``
+prints the knobs ``source_ops.find_knobs`` finds in a program as a problem's ``parameters:`` list.
+
+Protocol (the runner's, evaluators/runner/runner.hpp): one JSON object per line on stdin, one answer per
+line on stdout (flushed; fd 1 points to stderr otherwise, so a program's prints cannot corrupt it).
+
+``{"op": "hello"}`` -> ``{"device": 0, "name": "NVIDIA H200", "cc_major": 9, ..., "worker": "program",
+"pid": N, "python": "3.12.3", "triton": "3.6.0"}``
+
+``{"op": "exit"}`` -> no answer; exit 0.
+
+``{"op": "evaluate", "id": N, "program": "/abs/module.py", "call": "add_wrapper", "end_marker": "####",
+"inputs": {"file": "/abs/inputs.py", "function": "shapes"}, "knobs": [{"kind": "literal", "site":
+"add_wrapper", "target": "BLOCK_SIZE", "value": 256}, ...], "time_shapes": [-1], "seed": 0,
+"tolerances": {"f32": {"rel": 1e-5, "abs": 1e-6}}, "timing": {"warmup": 3, "min_repeats": 15,
+"max_repeats": 200, "target_rel_ci": 0.01, "max_seconds": 3.0, "flush_l2": true}, "profile": true,
+"profile_calls": 5}``
+
+-> ``{"id": N, "status": "ok", "error": "", "times_ms": [...], "metrics": {...}, "compile_s": ...,
+"check_s": ..., "benchmark_s": ..., "profile_s": ..., "fatal": false, "notes": ""}``
+
+What an evaluation does:
+
+1. The *candidate* is the program's source (cut at the first line starting with ``end_marker``, e.g. the
+   ``####`` line before TritonBench-G's test code) with the knobs applied by ``source_ops`` (site
+   operators first, then ``@triton.heuristics`` pins, then ``@triton.autotune`` lists replaced by the
+   values: ``apply_config``). A knob that does not apply is an ``invalid`` variant. The source is written
+   to ``<cache>/programs/<sha>/<name>.py`` and imported from there (Triton's JIT needs a file).
+2. The *inputs*: ``function()`` of the inputs file, after seeding Python's, numpy's and torch's
+   generators with ``seed``, returns a list of calls, one per shape: a tuple of positional arguments or
+   ``{"args": [...], "kwargs": {...}}``. They are made once per worker and kept pristine.
+3. The *reference* is the original program (cut, no knobs) on copies of the same inputs, once per shape
+   per worker. It also tells which tensor arguments the program writes (changed by the call) and which
+   of those it only writes (its result does not change when they are poisoned first).
+4. Check, every shape: copies of the pristine inputs; write-only arguments poisoned (NaN for floats, -1
+   / all ones for integers); blocks of the sizes of the reference's returned tensors allocated, poisoned
+   and freed (torch's caching allocator hands them to the wrapper's ``torch.empty``); the wrapper called;
+   EVERY returned tensor (through tuples, lists, dicts) and EVERY tensor argument compared with the
+   reference's: |out - ref| <= abs + rel |ref| per dtype (NaN where the reference is finite fails);
+   other returned values compared for equality.
+5. Time, shapes ``time_shapes`` (default the last): ``warmup`` calls, then rounds of calls, each after
+   restoring the arguments the program reads and writes and an L2 flush, between CUDA events, until the
+   95% confidence interval of the median is within ``target_rel_ci`` of it (order statistics), or
+   ``max_repeats`` / ``max_seconds``. ``times_ms`` are the first timed shape's samples.
+6. Profile (``profile``): ``profile_calls`` more calls, each alone inside a CUPTI activity session
+   (``torch.profiler``, CUDA activities): the kernels each call launched and their own durations.
+   Metrics ``time.kernels_ms.shapeK`` (median over calls of the sum of the call's kernel durations),
+   ``kernels.count.shapeK`` and ``time.overhead_ms.shapeK`` (the call's event time minus its kernels).
+   ``"metrics": [CUPTI metric names]`` (experimental): one more call under Kineto's CUPTI range profiler,
+   each metric summed over the call's kernels; unavailable metrics are a note, not a failure.
+
+Statuses: ``invalid`` (a knob does not apply), ``compile_failed`` (the variant does not import, or Triton
+does not compile a kernel: its message), ``launch_failed`` (the wrapper raised), ``wrong_result``,
+``crashed`` with ``fatal: true`` (the device is broken: the worker exits and the runner starts another).
+A hang is the runner's timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+if __package__ in (None, ""):  # run by path: python/ onto the path for the kforge package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from kforge.triton import program_devices, source_ops  # noqa: E402
+
+PROTOCOL = 1
+DEFAULT_TIMING = {"warmup": 3, "min_repeats": 15, "max_repeats": 200, "target_rel_ci": 0.01,
+                  "max_seconds": 3.0, "flush_l2": True}
+# |out - ref| <= abs + rel |ref| (docs/kernel.md's defaults); integers and bools compare exactly.
+DEFAULT_TOLERANCES = {"f32": (1e-5, 1e-6), "f64": (1e-12, 1e-14), "f16": (1e-2, 1e-3), "bf16": (2e-2, 1e-2)}
+KNOB_KINDS = ("literal", "launch", "heuristic", "autotune")
+
+
+class BadRequest(Exception):
+    pass
+
+
+class VariantFailure(Exception):
+    """A variant's failure: an answer with this status, not an error of the worker."""
+
+    def __init__(self, status: str, message: str, fatal: bool = False):
+        super().__init__(message)
+        self.status, self.message, self.fatal = status, message, fatal
+
+
+# --- statistics ---------------------------------------------------------------------------------------
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        return math.nan
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def relative_ci(xs: list[float]) -> float:
+    """Width of the 95% confidence interval of the median (order statistics) relative to the median
+    (kforge-worker's rule)."""
+    if len(xs) < 3:
+        return math.inf
+    s = sorted(xs)
+    n = len(s)
+    half = 0.98 * math.sqrt(n)
+    lo = max(0, math.floor(n / 2 - half))
+    hi = min(n - 1, math.ceil(n / 2 + half))
+    med = median(s)
+    return (s[hi] - s[lo]) / med if med > 0 else math.inf
+
+
+def adaptive_samples(time_round, timing: dict, clock=time.perf_counter) -> list[float]:
+    """Samples from rounds of ``time_round(k)`` (k calls -> k milliseconds) until the median's relative
+    CI is within ``target_rel_ci`` (after ``min_repeats``), or ``max_repeats`` or ``max_seconds``."""
+    samples: list[float] = []
+    round_size = max(5, timing["min_repeats"] // 2)
+    start = clock()
+    while True:
+        samples += time_round(min(round_size, max(1, timing["max_repeats"] - len(samples))))
+        n = len(samples)
+        if n >= timing["max_repeats"] or clock() - start > timing["max_seconds"]:
+            break
+        if n >= timing["min_repeats"] and relative_ci(samples) <= timing["target_rel_ci"]:
+            break
+    return samples
+
+
+def summarize_kernels(per_call: list[list[tuple[str, float]]]) -> dict:
+    """Median over calls of the kernels' summed durations, the kernel count and the distinct names."""
+    sums = [sum(ms for _, ms in call) for call in per_call]
+    counts = [len(call) for call in per_call]
+    names = list(dict.fromkeys(name for call in per_call for name, _ in call))
+    return {"kernels_ms": median(sums) if sums else math.nan, "count": median(counts) if counts else 0,
+            "names": names}
+
+
+# --- values -------------------------------------------------------------------------------------------
+
+def tensors_in(value: Any, device, path: str) -> list[tuple[str, Any]]:
+    """(path, tensor) of every tensor in a returned value, through tuples, lists and dicts."""
+    if device.is_tensor(value):
+        return [(path, value)]
+    if isinstance(value, (tuple, list)):
+        return [t for i, v in enumerate(value) for t in tensors_in(v, device, f"{path}[{i}]")]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in tensors_in(v, device, f"{path}[{k!r}]")]
+    return []
+
+
+def clone_value(value: Any, device):
+    if device.is_tensor(value):
+        return device.clone(value)
+    if isinstance(value, tuple):
+        return tuple(clone_value(v, device) for v in value)
+    if isinstance(value, list):
+        return [clone_value(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: clone_value(v, device) for k, v in value.items()}
+    return value
+
+
+def compare_values(out: Any, ref: Any, device, tolerances: dict, path: str = "returned") -> str | None:
+    """The first difference between a candidate's value and the reference's, or None."""
+    if device.is_tensor(ref):
+        if not device.is_tensor(out):
+            return f"{path}: {type(out).__name__} where the reference returned a tensor"
+        dt = device.dtype_name(ref)
+        tol = tolerances.get(dt, (0.0, 0.0)) if device.is_floating(ref) else (0.0, 0.0)
+        return device.compare(path, out, ref, tol)
+    if isinstance(ref, (tuple, list)):
+        if not isinstance(out, (tuple, list)) or len(out) != len(ref):
+            return f"{path}: {_kind(out)} where the reference returned {_kind(ref)}"
+        for i, (o, r) in enumerate(zip(out, ref)):
+            if (m := compare_values(o, r, device, tolerances, f"{path}[{i}]")) is not None:
+                return m
+        return None
+    if isinstance(ref, dict):
+        if not isinstance(out, dict) or set(out) != set(ref):
+            return f"{path}: {_kind(out)} where the reference returned {_kind(ref)}"
+        for k in ref:
+            if (m := compare_values(out[k], ref[k], device, tolerances, f"{path}[{k!r}]")) is not None:
+                return m
+        return None
+    if isinstance(ref, float) and isinstance(out, (int, float)):
+        tol = tolerances.get("f32", (0.0, 0.0))  # Python floats mostly come from fp32 tensors
+        if math.isnan(ref) and math.isnan(out):
+            return None
+        if abs(out - ref) <= tol[1] + tol[0] * abs(ref):
+            return None
+        return f"{path}: {out!r} vs reference {ref!r}"
+    try:
+        same = out == ref
+        same = bool(same)
+    except Exception:
+        same = False
+    return None if same else f"{path}: {out!r} vs reference {ref!r}"
+
+
+def _kind(v) -> str:
+    if isinstance(v, (tuple, list)):
+        return f"a {type(v).__name__} of {len(v)}"
+    if isinstance(v, dict):
+        return f"a dict with keys {sorted(map(str, v))}"
+    return type(v).__name__
+
+
+# --- sources ------------------------------------------------------------------------------------------
+
+def cut_program(source: str, end_marker: str | None) -> str:
+    """The source up to the first line that starts with `end_marker` (the program without its test code)."""
+    if not end_marker:
+        return source
+    lines = source.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith(end_marker):
+            return "".join(lines[:i])
+    return source
+
+
+def apply_knobs(source: str, knobs: list[dict]) -> str:
+    """The source with every knob set (raises source_ops.SourceOpError when one does not apply). Site
+    operators first (they do not move lines), then heuristics pins, then autotune lists (which delete
+    lines)."""
+    heuristics: dict[str, dict] = {}
+    autotune: dict[str, dict] = {}
+    for knob in knobs:
+        kind, target, value = knob["kind"], knob["target"], knob["value"]
+        if kind == "literal":
+            text = value if isinstance(value, str) else source_ops._literal_text(value)
+            source = source_ops.lift_literal(source, knob["site"], target, text)
+        elif kind == "launch":
+            if target in source_ops.LAUNCH_OPTIONS:
+                source = source_ops.set_launch_keyword(source, knob["site"], target, value)
+            else:
+                source = source_ops.set_constexpr_at_launch(source, knob["site"], target, value)
+        elif kind == "heuristic":
+            heuristics.setdefault(knob["kernel"], {})[target] = value
+        elif kind == "autotune":
+            autotune.setdefault(knob["kernel"], {})[target] = value
+        else:
+            raise BadRequest(f"knob kind {kind!r} (expected one of {', '.join(KNOB_KINDS)})")
+    for kernel, values in heuristics.items():
+        source = source_ops.pin_heuristics(source, kernel, values)
+    for kernel, values in autotune.items():
+        source = source_ops.apply_config(source, kernel, values)
+    return source
+
+
+class ModuleLoader:
+    """Imports sources from files under `directory`, one module per distinct source (kept, bounded)."""
+
+    def __init__(self, directory: str, keep: int = 64):
+        self.directory = directory
+        self.keep = keep
+        self.modules: dict[str, Any] = {}
+
+    def load(self, source: str, file_name: str, search_dir: str):
+        digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+        if digest in self.modules:
+            return self.modules[digest]
+        folder = os.path.join(self.directory, digest)
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, file_name)
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        if search_dir and search_dir not in sys.path:
+            sys.path.append(search_dir)  # the program's sibling modules
+        name = f"kforge_program_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        if len(self.modules) >= self.keep:
+            old = next(iter(self.modules))
+            sys.modules.pop(f"kforge_program_{old}", None)
+            del self.modules[old]
+        self.modules[digest] = module
+        return module
+
+
+def _failure_text(error: BaseException, limit: int = 4000) -> str:
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def _is_compile_error(error: BaseException) -> bool:
+    seen = error
+    while seen is not None:
+        if type(seen).__name__ in ("CompilationError", "CompileTimeAssertionFailure", "PTXASError"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _is_device_error(error: BaseException) -> bool:
+    text = f"{type(error).__name__}: {error}"
+    return isinstance(error, program_devices.DeviceBroken) or "CUDA error" in text or \
+        "illegal memory access" in text or "AcceleratorError" in text
+
+
+# --- the worker ---------------------------------------------------------------------------------------
+
+class Shape:
+    """One call of the inputs: the pristine arguments and what the reference made of them."""
+
+    def __init__(self, args: list, kwargs: dict):
+        self.args, self.kwargs = args, kwargs
+        self.ref_result = None
+        self.ref_args: dict = {}        # argument path -> the reference's tensor after the call
+        self.written: set = set()       # argument paths the reference changed
+        self.write_only: set = set()    # ... whose values before the call do not matter
+        self.result_blocks: list = []   # (shape, dtype) of the reference's returned tensors
+        self.ref_ms = math.nan
+
+
+class Worker:
+    def __init__(self, device, cache_dir: str):
+        self.device = device
+        self.cache_dir = cache_dir
+        self.loader = ModuleLoader(os.path.join(cache_dir, "programs"))
+        self.inputs_key = None
+        self.shapes: list[Shape] = []
+        self.reference_key = None
+
+    def hello(self) -> dict:
+        info = self.device.describe()
+        info.update({"worker": "program", "protocol": PROTOCOL, "pid": os.getpid(),
+                     "python": ".".join(map(str, sys.version_info[:3]))})
+        try:
+            import triton
+            info["triton"] = triton.__version__
+        except Exception:
+            info["triton"] = None
+        return info
+
+    # -- the argument tensors of a call, by path: positional "args[i]" and keyword "kwargs['k']"
+    def _arg_tensors(self, args: list, kwargs: dict) -> list[tuple[str, Any]]:
+        found = []
+        for i, a in enumerate(args):
+            found += tensors_in(a, self.device, f"argument {i}")
+        for k, a in kwargs.items():
+            found += tensors_in(a, self.device, f"argument {k!r}")
+        return found
+
+    def _fresh(self, shape: Shape, poison: bool):
+        args = [clone_value(a, self.device) for a in shape.args]
+        kwargs = {k: clone_value(v, self.device) for k, v in shape.kwargs.items()}
+        if poison:
+            for path, t in self._arg_tensors(args, kwargs):
+                if path in shape.write_only:
+                    self.device.poison(t)
+        return args, kwargs
+
+    def _setup(self, req: dict) -> None:
+        """Inputs and reference results, made once per (program, inputs, seed)."""
+        inputs = req["inputs"]
+        key = (inputs["file"], inputs["function"], req["seed"], _mtime(inputs["file"]))
+        if key != self.inputs_key:
+            self.inputs_key, self.reference_key, self.shapes = None, None, []
+            self.device.seed(req["seed"])
+            try:
+                with open(inputs["file"], encoding="utf-8") as f:
+                    module = self.loader.load(f.read(), os.path.basename(inputs["file"]),
+                                              os.path.dirname(inputs["file"]))
+                fn = getattr(module, inputs["function"])
+                with self.device.inputs_context():
+                    calls = list(fn())
+            except Exception as e:
+                raise VariantFailure("launch_failed", "the inputs function failed:\n" + _failure_text(e))
+            for i, call in enumerate(list(calls)):
+                if isinstance(call, dict):
+                    self.shapes.append(Shape(list(call.get("args", [])), dict(call.get("kwargs", {}))))
+                elif isinstance(call, (tuple, list)):
+                    self.shapes.append(Shape(list(call), {}))
+                else:
+                    self.shapes.append(Shape([call], {}))
+            if not self.shapes:
+                raise VariantFailure("launch_failed", "the inputs function returned no calls")
+            self.inputs_key = key
+        rkey = (req["program"], req.get("end_marker"), req["call"], _mtime(req["program"]), key)
+        if rkey == self.reference_key:
+            return
+        try:
+            module = self._import(req, [])
+            wrapper = getattr(module, req["call"])
+        except VariantFailure as e:
+            raise VariantFailure("launch_failed", "the original program: " + e.message)
+        except AttributeError:
+            raise VariantFailure("launch_failed", f"the original program has no function {req['call']!r}")
+        for i, shape in enumerate(self.shapes):
+            try:
+                self._reference(shape, wrapper)
+            except Exception as e:
+                fatal = _is_device_error(e) or not self.device.healthy()
+                raise VariantFailure("crashed" if fatal else "launch_failed",
+                                     f"the original program fails on shape {i}:\n" + _failure_text(e), fatal)
+        self.reference_key = rkey
+
+    def _reference(self, shape: Shape, wrapper) -> None:
+        dev = self.device
+        pristine = dict(self._arg_tensors(shape.args, shape.kwargs))
+        args, kwargs = self._fresh(shape, poison=False)
+        start = time.perf_counter()
+        result = wrapper(*args, **kwargs)
+        dev.synchronize()
+        shape.ref_ms = (time.perf_counter() - start) * 1e3
+        shape.ref_result = clone_value(result, dev)
+        shape.result_blocks = [(dev.shape_of(t), str(t.dtype).replace("torch.", ""))
+                               for _, t in tensors_in(result, dev, "r")]
+        after = self._arg_tensors(args, kwargs)
+        shape.ref_args = {path: dev.clone(t) for path, t in after}
+        shape.written = {path for path, t in after if not dev.equal(t, pristine[path])}
+        # A written argument is write-only when poisoning it first changes nothing the program produces.
+        for path in sorted(shape.written):
+            a2, k2 = self._fresh(shape, poison=False)
+            for p, t in self._arg_tensors(a2, k2):
+                if p == path:
+                    dev.poison(t)
+            r2 = wrapper(*a2, **k2)
+            dev.synchronize()
+            same = compare_values(r2, shape.ref_result, dev, {}) is None and all(
+                dev.equal(t, shape.ref_args[p]) for p, t in self._arg_tensors(a2, k2))
+            if same:
+                shape.write_only.add(path)
+
+    def _import(self, req: dict, knobs: list):
+        try:
+            with open(req["program"], encoding="utf-8") as f:
+                source = cut_program(f.read(), req.get("end_marker"))
+        except OSError as e:
+            raise VariantFailure("launch_failed", f"cannot read the program: {e}")
+        try:
+            source = apply_knobs(source, knobs)
+        except source_ops.SourceOpError as e:
+            raise VariantFailure("invalid", f"cannot apply the configuration: {e}")
+        except SyntaxError as e:
+            raise VariantFailure("compile_failed", f"the program does not parse: {e}")
+        try:
+            return self.loader.load(source, os.path.basename(req["program"]), os.path.dirname(req["program"]))
+        except Exception as e:
+            raise VariantFailure("compile_failed", "the variant does not import:\n" + _failure_text(e))
+
+    def _call_checked(self, wrapper, shape: Shape, index: int, tolerances: dict) -> None:
+        dev = self.device
+        args, kwargs = self._fresh(shape, poison=True)
+        dev.poison_pool(shape.result_blocks)
+        result = wrapper(*args, **kwargs)
+        dev.synchronize()
+        tag = f"shape {index}: "
+        message = compare_values(result, shape.ref_result, dev, tolerances)
+        if message is None:
+            for path, t in self._arg_tensors(args, kwargs):
+                if (message := dev.compare(path, t, shape.ref_args[path], tolerances.get(
+                        dev.dtype_name(t), (0.0, 0.0)) if dev.is_floating(t) else (0.0, 0.0))) is not None:
+                    if path not in shape.written:
+                        message += " (an argument the original program does not write)"
+                    break
+        if message is not None:
+            raise VariantFailure("wrong_result", tag + message)
+
+    def evaluate(self, req: dict) -> dict:
+        for field in ("program", "call", "inputs"):
+            if field not in req:
+                raise BadRequest(f"missing field {field!r}")
+        req.setdefault("seed", 0)
+        knobs = req.get("knobs", [])
+        for k in knobs:
+            if not isinstance(k, dict) or "kind" not in k or "target" not in k or "value" not in k:
+                raise BadRequest(f"a knob is {{kind, target, value, site|kernel}}: {k!r}")
+            if k["kind"] not in KNOB_KINDS:
+                raise BadRequest(f"knob kind {k['kind']!r} (expected one of {', '.join(KNOB_KINDS)})")
+        timing = {**DEFAULT_TIMING, **req.get("timing", {})}
+        tolerances = dict(DEFAULT_TOLERANCES)
+        for name, t in req.get("tolerances", {}).items():
+            tolerances[name] = (float(t.get("rel", 0.0)), float(t.get("abs", 0.0)))
+        out = {"id": req.get("id"), "status": "ok", "error": "", "times_ms": [], "metrics": {},
+               "compile_s": 0.0, "check_s": 0.0, "benchmark_s": 0.0, "profile_s": 0.0, "fatal": False,
+               "notes": ""}
+        stage = "setup"
+        try:
+            self._setup(req)
+            n = len(self.shapes)
+            timed = []
+            for t in req.get("time_shapes", [-1]):
+                if not isinstance(t, int) or not -n <= t < n:
+                    raise VariantFailure("invalid", f"time shape {t!r}: the inputs give {n} shapes")
+                timed.append(t % n)
+            stage = "import"
+            t0 = time.perf_counter()
+            module = self._import(req, knobs)
+            wrapper = getattr(module, req["call"], None)
+            if wrapper is None:
+                raise VariantFailure("compile_failed", f"the variant has no function {req['call']!r}")
+            stage = "check"
+            for i, shape in enumerate(self.shapes):  # the first call of each shape compiles (Triton's JIT)
+                t1 = time.perf_counter()
+                try:
+                    self._call_checked(wrapper, shape, i, tolerances)
+                finally:
+                    if i == 0:
+                        out["compile_s"] = time.perf_counter() - t0
+                    else:
+                        out["check_s"] += time.perf_counter() - t1
+            stage = "timing"
+            t2 = time.perf_counter()
+            for j, si in enumerate(timed):
+                samples = self._time(wrapper, self.shapes[si], timing)
+                tag = f".shape{si}"
+                out["metrics"]["time.median_ms" + tag] = median(samples)
+                out["metrics"]["time.repeats" + tag] = len(samples)
+                if j == 0:
+                    out["times_ms"] = samples
+            out["benchmark_s"] = time.perf_counter() - t2
+            if req.get("profile", False):
+                stage = "profile"
+                t3 = time.perf_counter()
+                si = timed[0]
+                try:
+                    self._profile(wrapper, self.shapes[si], int(req.get("profile_calls", 5)), timing,
+                                  out["metrics"], f".shape{si}")
+                except Exception as e:
+                    if _is_device_error(e) or not self.device.healthy():
+                        raise
+                    out["notes"] = f"kernel activity unavailable: {type(e).__name__}: {e}"
+                if req.get("metrics"):
+                    try:
+                        out["metrics"].update(self._metrics(wrapper, self.shapes[si], req["metrics"], timing))
+                    except Exception as e:
+                        if _is_device_error(e) or not self.device.healthy():
+                            raise
+                        out["notes"] += f"{'; ' if out['notes'] else ''}metrics unavailable: {type(e).__name__}: {e}"
+                out["profile_s"] = time.perf_counter() - t3
+        except VariantFailure as e:
+            out.update(status=e.status, error=e.message, fatal=e.fatal, times_ms=[])
+        except BadRequest:
+            raise
+        except Exception as e:
+            broken = _is_device_error(e) or not self.device.healthy()
+            if broken:
+                out.update(status="crashed", fatal=True, error=f"during {stage}: " + _failure_text(e))
+            elif _is_compile_error(e):
+                out.update(status="compile_failed", error=_failure_text(e))
+            else:
+                out.update(status="launch_failed", error=f"during {stage}: " + _failure_text(e))
+            out["times_ms"] = []
+        return out
+
+    def _time(self, wrapper, shape: Shape, timing: dict) -> list[float]:
+        dev = self.device
+        args, kwargs = self._fresh(shape, poison=False)
+        # Arguments the program reads and writes are restored before each call (outside the events).
+        restore = self._restore_pairs(shape, args, kwargs)
+
+        def prepare():
+            for t, pristine in restore:
+                dev.copy_into(t, pristine)
+
+        def call():
+            wrapper(*args, **kwargs)
+
+        if timing["warmup"] > 0:
+            dev.time_calls(call, prepare, timing["warmup"], False)
+        return adaptive_samples(lambda k: dev.time_calls(call, prepare, k, timing["flush_l2"]), timing)
+
+    def _metrics(self, wrapper, shape: Shape, names: list, timing: dict) -> dict:
+        args, kwargs = self._fresh(shape, poison=False)
+        restore = self._restore_pairs(shape, args, kwargs)
+
+        def prepare():
+            for t, pristine in restore:
+                self.device.copy_into(t, pristine)
+
+        return self.device.kernel_metrics(lambda: wrapper(*args, **kwargs), prepare, [str(n) for n in names],
+                                          timing["flush_l2"])
+
+    def _restore_pairs(self, shape: Shape, args: list, kwargs: dict) -> list:
+        """(argument, its pristine value) of the arguments the program reads and writes."""
+        return [(t, pristine) for (path, t), (_, pristine) in
+                zip(self._arg_tensors(args, kwargs), self._arg_tensors(shape.args, shape.kwargs))
+                if path in shape.written and path not in shape.write_only]
+
+    def _profile(self, wrapper, shape: Shape, calls: int, timing: dict, metrics: dict, tag: str) -> None:
+        dev = self.device
+        args, kwargs = self._fresh(shape, poison=False)
+        restore = self._restore_pairs(shape, args, kwargs)
+
+        def prepare():
+            for t, pristine in restore:
+                dev.copy_into(t, pristine)
+
+        per_call = dev.kernel_activity(lambda: wrapper(*args, **kwargs), prepare, calls, timing["flush_l2"])
+        s = summarize_kernels(per_call)
+        metrics["time.kernels_ms" + tag] = s["kernels_ms"]
+        metrics["kernels.count" + tag] = s["count"]
+        med = metrics.get("time.median_ms" + tag)
+        if med is not None and not math.isnan(s["kernels_ms"]):
+            metrics["time.overhead_ms" + tag] = med - s["kernels_ms"]
+        print(f"program_worker[{os.getpid()}]: kernels{tag}: {', '.join(s['names'])}", file=sys.stderr)
+
+
+def _mtime(path: str):
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+# --- the loop -----------------------------------------------------------------------------------------
+
+def serve(worker: Worker, lines, out) -> int:
+    for line in lines:
+        if not line.strip():
+            continue
+        request, answer = None, None
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise BadRequest("a request is a JSON object")
+            op = request.get("op")
+            if op == "exit":
+                return 0
+            if op == "hello":
+                answer = worker.hello()
+            elif op == "evaluate":
+                answer = worker.evaluate(request)
+            else:
+                raise BadRequest(f"unknown op {op!r} (hello, evaluate, exit)")
+        except ValueError as e:
+            answer = {"id": None, "status": "crashed", "error": f"bad request: not JSON: {e}", "fatal": False}
+        except BadRequest as e:
+            answer = {"id": request.get("id") if isinstance(request, dict) else None, "status": "crashed",
+                      "error": f"bad request: {e}", "fatal": False}
+        except Exception as e:  # a bug of the worker: answered and logged; its state may be wrong
+            traceback.print_exc(file=sys.stderr)
+            answer = {"id": request.get("id") if isinstance(request, dict) else None, "status": "crashed",
+                      "error": f"internal error: {type(e).__name__}: {e}", "fatal": True}
+        out.write(json.dumps(_finite(answer), default=_json_default, allow_nan=False) + "\n")
+        out.flush()
+        if answer.get("fatal"):
+            return 3
+    return 0
+
+
+def _finite(v):
+    """NaN and infinities become null (JSON has neither; the C++ side's parser refuses them)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def _json_default(v):
+    if isinstance(v, float) or hasattr(v, "__float__"):
+        f = float(v)
+        return None if math.isnan(f) or math.isinf(f) else f
+    return str(v)
+
+
+def _claim_stdout():
+    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return protocol
+
+
+def knobs_as_parameters(source: str) -> list[dict]:
+    """find_knobs' knobs as a problem's parameters (one per knob that can be tuned)."""
+    params, seen = [], set()
+    for k in source_ops.find_knobs(source):
+        if k.get("error") or not k["suggested"] or k["name"] is None:
+            continue
+        if k["kind"] in ("autotune", "heuristic"):
+            knob = {k["kind"]: k["kernel"]}
+        elif k["kind"] == "literal":
+            knob = {"literal": k["site"]}
+        else:
+            knob = {"launch": k["site"]}
+        name = k["name"]
+        while name in seen:
+            name += "_"
+        seen.add(name)
+        p = {"name": name, "values": k["suggested"], "knob": knob}
+        if name != k["name"]:
+            p["knob"]["target"] = k["name"]
+        if k["current"] is not None and k["current"] in k["suggested"]:
+            p["default"] = k["current"]
+        params.append(p)
+    return params
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--cache", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "kforge-programs"))
+    ap.add_argument("--fake", action="store_true", help="numpy on the host instead of torch on a GPU")
+    ap.add_argument("--count", action="store_true", help="print the number of visible GPUs and exit")
+    ap.add_argument("--knobs", metavar="FILE", help="print the program's knobs as parameters (JSON) and exit")
+    ap.add_argument("--end-marker", default=None)
+    a = ap.parse_args(argv)
+    if a.knobs:
+        with open(a.knobs, encoding="utf-8") as f:
+            print(json.dumps(knobs_as_parameters(cut_program(f.read(), a.end_marker)), indent=1))
+        return 0
+    if a.count:
+        if a.fake:
+            print(1)
+            return 0
+        try:
+            import torch
+            print(torch.cuda.device_count())
+        except Exception:
+            print(0)
+        return 0
+    out = _claim_stdout()
+    os.makedirs(a.cache, exist_ok=True)
+    try:
+        device = program_devices.make_device("fake" if a.fake else "torch", a.device)
+    except Exception as e:
+        first = sys.stdin.readline()
+        if first.strip():
+            out.write(json.dumps({"error": f"no device: {type(e).__name__}: {e}"}) + "\n")
+            out.flush()
+        return 1
+    return serve(Worker(device, a.cache), iter(sys.stdin.readline, ""), out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

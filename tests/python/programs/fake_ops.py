@@ -1,0 +1,69 @@
+"""A program for the program worker's fake device (numpy, no GPU): a stand-in for Triton's decorator, a
+kernel launched as ``kernel[grid](...)``, and wrappers with the knobs a real program has (a literal in the
+wrapper, constexpr arguments and launch keywords at the launch). MODE plants faults:
+0 correct, 1 one wrong element, 2 output not written, 3 the process dies, 4 it hangs, 5 the device
+faults, 6 the launch raises, 7 an input is overwritten, 8 a difference within the tolerance."""
+import os
+import time
+
+import numpy as np
+
+from kforge.triton.program_devices import fake_break_device, fake_empty, fake_kernel
+
+
+class _Kernel:
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __getitem__(self, grid):
+        def launch(*args, num_warps=4, num_stages=3, **constexprs):
+            fake_kernel(self.fn.__name__, 0.001 * num_warps)
+            return self.fn(*args, **constexprs)
+        return launch
+
+
+class triton:  # the fake device runs no GPU: a stand-in for @triton.jit
+    jit = _Kernel
+
+
+class tl:
+    constexpr = int
+
+
+@triton.jit
+def axpy_kernel(x, y, out, n, alpha, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    if MODE == 2:
+        return
+    if MODE == 3:
+        os._exit(7)
+    if MODE == 4:
+        time.sleep(3600)
+    if MODE == 5:
+        fake_break_device()
+    if MODE == 6:
+        raise RuntimeError("out of resources: shared memory, required: 300000, hardware limit: 232448")
+    out[...] = alpha * x + y
+    if MODE == 1:
+        out[-1] += 1
+    if MODE == 7:
+        x[0] = 0
+    if MODE == 8:
+        out[...] += np.float32(1e-7)
+
+
+def axpy(x, y, alpha):
+    print("a program's print goes to the log, never to the protocol")
+    out = fake_empty(x.shape, x.dtype)
+    MODE = 0
+    axpy_kernel[(1,)](x, y, out, x.size, alpha, BLOCK=64, MODE=MODE, num_warps=4)
+    return out, {"sum": float(out.sum()), "n": int(x.size)}
+
+
+@triton.jit
+def update_kernel(x, acc, dst, BLOCK: tl.constexpr):
+    acc += x           # read and written: restored, never poisoned
+    dst[...] = 2 * x   # written only: poisoned before each call
+
+
+def update(x, acc, dst):
+    update_kernel[(1,)](x, acc, dst, BLOCK=16)

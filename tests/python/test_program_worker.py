@@ -1,0 +1,188 @@
+"""The program worker (python/kforge/triton/program_worker.py) on its fake device: protocol, knobs,
+comparison of every returned tensor and written argument, poisoning, statistics, failures as statuses."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kforge.triton import program_devices, program_worker as pw
+
+HERE = Path(__file__).resolve().parent
+PROGRAMS = HERE / "programs"
+WORKER = HERE.parents[1] / "python" / "kforge" / "triton" / "program_worker.py"
+FAST = {"warmup": 1, "min_repeats": 5, "max_repeats": 10, "target_rel_ci": 1.0, "max_seconds": 1.0,
+        "flush_l2": True}
+
+
+def request(mode=None, call="axpy", inputs="axpy_shapes", knobs=None, **extra):
+    knobs = list(knobs or [])
+    if mode is not None:
+        knobs.append({"kind": "literal", "site": "axpy", "target": "MODE", "value": mode})
+    return {"op": "evaluate", "id": 1, "program": str(PROGRAMS / "fake_ops.py"), "call": call,
+            "inputs": {"file": str(PROGRAMS / "fake_inputs.py"), "function": inputs}, "knobs": knobs,
+            "seed": 3, "timing": FAST, **extra}
+
+
+@pytest.fixture()
+def worker(tmp_path):
+    return pw.Worker(program_devices.FakeDevice(0), str(tmp_path))
+
+
+def test_correct_variant_is_ok_and_timed(worker):
+    out = worker.evaluate(request(0, knobs=[{"kind": "launch", "site": "axpy", "target": "num_warps",
+                                             "value": 8}], profile=True, profile_calls=3))
+    assert out["status"] == "ok", out["error"]
+    assert 5 <= len(out["times_ms"]) <= 10 and all(t >= 0 for t in out["times_ms"])
+    m = out["metrics"]
+    assert m["time.repeats.shape2"] == len(out["times_ms"])
+    assert m["kernels.count.shape2"] == 1
+    assert m["time.kernels_ms.shape2"] == pytest.approx(0.008)  # the fake kernel reports 1 us per warp
+
+
+def test_metrics_of_the_launched_kernels(worker):
+    out = worker.evaluate(request(0, profile=True, metrics=["fake__kernels.sum"]))
+    assert out["status"] == "ok" and out["metrics"]["fake__kernels.sum"] == 1.0
+
+
+@pytest.mark.parametrize("mode, status, words", [
+    (1, "wrong_result", "returned[0]: 1 of 7 elements differ; first at (6,)"),
+    (2, "wrong_result", "returned[0]: 7 of 7 elements differ"),   # unwritten: the poisoned pool shows
+    (6, "launch_failed", "out of resources"),
+    (7, "wrong_result", "argument 0: 1 of 7 elements differ; first at (0,)"),
+])
+def test_faults_are_statuses(worker, mode, status, words):
+    out = worker.evaluate(request(mode))
+    assert out["status"] == status
+    assert words in out["error"]
+    assert not out["fatal"] and out["times_ms"] == []
+
+
+def test_within_tolerance_is_ok_and_tolerance_is_per_dtype(worker):
+    assert worker.evaluate(request(8))["status"] == "ok"
+    out = worker.evaluate(request(8, tolerances={"f32": {"rel": 0, "abs": 0}}))
+    assert out["status"] == "wrong_result"
+
+
+def test_unwritten_output_passes_without_poisoning(worker, monkeypatch):
+    # What the poisoning is for: without it the allocator's stale block holds the reference's result.
+    monkeypatch.setattr(program_devices.FakeDevice, "poison_pool", lambda self, blocks: None)
+    assert worker.evaluate(request(2))["status"] == "ok"
+
+
+def test_device_fault_is_fatal(worker):
+    out = worker.evaluate(request(5))
+    assert out["status"] == "crashed" and out["fatal"]
+
+
+def test_knob_that_does_not_apply_is_invalid(worker):
+    out = worker.evaluate(request(knobs=[{"kind": "literal", "site": "axpy", "target": "NOPE", "value": 1}]))
+    assert out["status"] == "invalid" and "NOPE" in out["error"]
+    out = worker.evaluate(request(knobs=[{"kind": "launch", "site": "axpy", "target": "WIDTH", "value": 1}]))
+    assert out["status"] == "invalid" and "not a tl.constexpr parameter" in out["error"]
+
+
+def test_variant_that_does_not_import_is_compile_failed(worker):
+    out = worker.evaluate(request(knobs=[{"kind": "literal", "site": "axpy", "target": "MODE",
+                                          "value": "undefined_name + 1"}]))
+    assert out["status"] == "launch_failed" and "undefined_name" in out["error"]
+    out = worker.evaluate(request(knobs=[{"kind": "literal", "site": "axpy", "target": "MODE",
+                                          "value": "(("}]))
+    assert out["status"] == "compile_failed"
+
+
+def test_written_arguments_are_found_and_only_write_only_ones_poisoned(worker):
+    out = worker.evaluate(request(call="update", inputs="update_shapes"))
+    assert out["status"] == "ok", out["error"]
+    shape = worker.shapes[0]
+    assert shape.written == {"argument 1", "argument 'dst'"}
+    assert shape.write_only == {"argument 'dst'"}
+
+
+def test_bad_time_shape_is_invalid(worker):
+    out = worker.evaluate(request(0, time_shapes=[5]))
+    assert out["status"] == "invalid" and "3 shapes" in out["error"]
+
+
+def test_statistics():
+    assert pw.median([3, 1, 2]) == 2 and pw.median([4, 1, 2, 3]) == 2.5
+    assert pw.relative_ci([1.0, 1.0]) == math.inf
+    assert pw.relative_ci([1.0] * 20) == 0
+    # Stops as soon as the interval is tight enough, after min_repeats.
+    rounds = []
+    samples = pw.adaptive_samples(lambda k: rounds.append(k) or [1.0] * k,
+                                  {"min_repeats": 10, "max_repeats": 100, "target_rel_ci": 0.01,
+                                   "max_seconds": 10})
+    assert len(samples) == 10 and rounds == [5, 5]
+    # Noisy samples run to max_repeats.
+    noisy = iter([1.0, 3.0] * 100)
+    samples = pw.adaptive_samples(lambda k: [next(noisy) for _ in range(k)],
+                                  {"min_repeats": 10, "max_repeats": 23, "target_rel_ci": 0.01,
+                                   "max_seconds": 10})
+    assert len(samples) == 23
+    s = pw.summarize_kernels([[("a", 1.0), ("b", 2.0)], [("a", 1.5), ("b", 2.0)], [("a", 1.0), ("b", 2.5)]])
+    assert s == {"kernels_ms": 3.5, "count": 2, "names": ["a", "b"]}
+
+
+def test_compare_values_walks_containers():
+    dev = program_devices.FakeDevice(0)
+    np = dev.np
+    a = np.arange(4, dtype=np.float32)
+    tol = {"f32": (1e-5, 1e-6)}
+    assert pw.compare_values((a, {"k": a}), (a.copy(), {"k": a.copy()}), dev, tol) is None
+    b = a.copy()
+    b[2] = np.nan
+    assert "returned[1]['k']: 1 of 4" in pw.compare_values((a, {"k": b}), (a, {"k": a}), dev, tol)
+    assert "a tuple of 1" in pw.compare_values((a,), (a, a), dev, tol)
+    assert "shape (3,)" in pw.compare_values(a[:3], a, dev, tol)
+    assert pw.compare_values(np.array([np.nan]), np.array([np.nan]), dev, tol) is None  # NaN where ref is NaN
+    assert "vs reference 3" in pw.compare_values(4, 3, dev, tol)
+    i = np.arange(3, dtype=np.int32)
+    assert pw.compare_values(i + 1, i, dev, tol).startswith("returned: 3 of 3")
+
+
+def test_cut_program_and_apply_knobs():
+    src = "def f(x):\n    B = 4\n    return x\n" + "#" * 20 + "\nresult = f(1)\n"
+    cut = pw.cut_program(src, "####")
+    assert "result" not in cut and pw.cut_program(src, None) == src
+    assert "B = 64" in pw.apply_knobs(cut, [{"kind": "literal", "site": "f", "target": "B", "value": 64}])
+
+
+def test_knobs_as_parameters():
+    params = pw.knobs_as_parameters((PROGRAMS / "fake_ops.py").read_text())
+    by_name = {p["name"]: p for p in params}
+    assert by_name["num_warps"]["knob"] == {"launch": "axpy:58"}
+    assert by_name["MODE"]["knob"] == {"literal": "axpy:57"} and by_name["MODE"]["default"] == 0
+
+
+def test_protocol_over_pipes(tmp_path):
+    lines = [{"op": "hello"}, request(0), request(1), {"op": "frobnicate", "id": 9}, request(5), request(0)]
+    p = subprocess.run([sys.executable, str(WORKER), "--fake", "--cache", str(tmp_path)],
+                       input="".join(json.dumps(x) + "\n" for x in lines), capture_output=True, text=True,
+                       timeout=60)
+    answers = [json.loads(line) for line in p.stdout.splitlines()]
+    assert answers[0]["worker"] == "program" and answers[0]["name"] == "fake device"
+    assert [a["status"] for a in answers[1:]] == ["ok", "wrong_result", "crashed", "crashed"]
+    assert "unknown op" in answers[3]["error"] and not answers[3]["fatal"]
+    assert answers[4]["fatal"] and p.returncode == 3   # the worker exits after a fatal answer
+    assert "a program's print goes to the log" in p.stderr
+
+
+def test_string_constexpr_annotations_are_constexprs():
+    # TritonBench-G writes `BLOCK_SIZE: "tl.constexpr"`; Triton reads it as a constexpr, and so must the knobs.
+    src = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, BLOCK_SIZE: \"tl.constexpr\"):\n"
+           "    pass\n\ndef w(x):\n    B = 64\n    k[(1,)](x, B)\n")
+    out = pw.apply_knobs(src, [{"kind": "launch", "site": "w", "target": "BLOCK_SIZE", "value": 32}])
+    assert "k[(1,)](x, 32)" in out
+
+
+def test_answers_carry_no_nan(tmp_path):
+    import io
+    out = io.StringIO()
+    worker = pw.Worker(program_devices.FakeDevice(0), str(tmp_path))
+    worker.evaluate = lambda req: {"id": 1, "status": "ok", "metrics": {"a": math.nan, "b": [math.inf, 1.0]}}
+    pw.serve(worker, [json.dumps({"op": "evaluate", "id": 1})], out)
+    assert json.loads(out.getvalue()) == {"id": 1, "status": "ok", "metrics": {"a": None, "b": [None, 1.0]}}

@@ -1,0 +1,140 @@
+// The program evaluator on a machine without a GPU: the runner spawns real program workers
+// (python/kforge/triton/program_worker.py --fake: numpy instead of torch) that run a fake Triton program
+// (tests/python/programs/fake_ops.py) whose MODE literal plants a fault. Every fault must become a trial
+// with the right status, and workers that die, hang or report a broken device must come back.
+#include <gtest/gtest.h>
+
+#include "kforge/experiment.hpp"
+#include "kforge/kforge.hpp"
+#include "kforge/store.hpp"
+#include "support/test_support.hpp"
+
+namespace kf {
+namespace {
+
+std::filesystem::path write_experiment(const test::temp_dir& tmp, const std::string& python,
+                                       const std::string& problem_extra, const std::string& evaluator_extra) {
+  const auto programs = test::source_dir() / "tests/python/programs";
+  return test::write_file(
+      tmp.path() / "e.yaml",
+      "problem:\n  program: " + (programs / "fake_ops.py").string() + "\n  call: axpy\n  inputs: " +
+          (programs / "fake_inputs.py").string() + ":axpy_shapes\n" + problem_extra +
+          "strategy: brute_force\n"
+          "evaluator: {type: program, params: {python: " + python + ", worker_args: [--fake], cache_dir: " +
+          (tmp.path() / "cache").string() + ", min_repeats: 5, max_repeats: 10, max_timing_seconds: 0.5" +
+          evaluator_extra + "}}\nbatch_size: 2\noutput: " + (tmp.path() / "run").string() + "\n");
+}
+
+TEST(program_evaluator_fake, every_fault_is_a_trial_and_workers_come_back) {
+  std::string why;
+  const auto python = test::python_with("numpy", why);
+  if (!python) GTEST_SKIP() << why;
+  register_builtins();
+  test::temp_dir tmp;
+  const auto cfg = write_experiment(
+      tmp, *python,
+      "  parameters:\n    - {name: MODE, values: [0, 1, 2, 3, 4, 5, 6, 7, 8], knob: {literal: axpy}}\n"
+      "    - {name: num_warps, values: [4], knob: {launch: axpy}}\n",
+      ", devices: [0, 1], request_timeout_s: 3");
+  const auto spec = load_experiment(cfg.string());
+  EXPECT_EQ(spec.prob.source_kind, "program");
+  const auto res = run_experiment(spec, {});
+  ASSERT_EQ(res.history.size(), 9u);
+  std::map<std::int64_t, const trial*> by_mode;
+  for (const auto& t : res.history.trials())
+    by_mode[spec.prob.space.value_of(t.cfg, 0).as_int()] = &t;
+  const std::map<std::int64_t, status> expected = {
+      {0, status::ok},      {1, status::wrong_result}, {2, status::wrong_result},
+      {3, status::crashed}, {4, status::timeout},      {5, status::crashed},
+      {6, status::launch_failed}, {7, status::wrong_result}, {8, status::ok}};
+  for (const auto& [mode, st] : expected) {
+    ASSERT_TRUE(by_mode.count(mode)) << mode;
+    const trial& t = *by_mode[mode];
+    EXPECT_EQ(t.st, st) << "MODE " << mode << ": " << t.error;
+    if (t.ok()) {
+      EXPECT_GE(t.times_ms.size(), 5u);
+      EXPECT_TRUE(t.metrics.count("time.kernels_ms.shape2")) << "MODE " << mode;
+      EXPECT_EQ(t.device.rfind("cuda:", 0), 0u) << t.device;
+    } else {
+      EXPECT_FALSE(t.error.empty()) << "MODE " << mode;
+    }
+  }
+  EXPECT_NE(by_mode[2]->error.find("returned[0]"), std::string::npos) << by_mode[2]->error;
+  EXPECT_NE(by_mode[7]->error.find("argument 0"), std::string::npos) << by_mode[7]->error;
+  // The worker that died (twice: MODE 3 is retried once), hung and faulted were replaced.
+  run_store st(tmp.path() / "run");
+  const auto ev = st.meta("evaluator");
+  EXPECT_EQ(ev["type"], "program");
+  int restarts = 0;
+  for (const auto& w : ev["workers"])
+    restarts += w["restarts"].get<int>();
+  EXPECT_GE(restarts, 4) << ev.dump();
+}
+
+TEST(program_evaluator_fake, a_knob_that_does_not_apply_is_an_invalid_trial) {
+  std::string why;
+  const auto python = test::python_with("numpy", why);
+  if (!python) GTEST_SKIP() << why;
+  register_builtins();
+  test::temp_dir tmp;
+  const auto cfg = write_experiment(
+      tmp, *python,
+      "  parameters:\n    - {name: BLOCK, values: [32, 64], knob: {launch: axpy}}\n"
+      "    - {name: WIDTH, values: [1], knob: {launch: 'axpy', target: NOT_A_CONSTEXPR}}\n",
+      ", devices: [0]");
+  const auto res = run_experiment(load_experiment(cfg.string()), {});
+  ASSERT_EQ(res.history.size(), 2u);
+  for (const auto& t : res.history.trials()) {
+    EXPECT_EQ(t.st, status::invalid);
+    EXPECT_NE(t.error.find("NOT_A_CONSTEXPR"), std::string::npos) << t.error;
+  }
+}
+
+TEST(program_problem, config_errors_name_the_key) {
+  register_builtins();
+  test::temp_dir tmp;
+  const auto programs = test::source_dir() / "tests/python/programs";
+  auto expect_error = [&](const std::string& problem, const std::string& words) {
+    const auto cfg = test::write_file(tmp.path() / "e.yaml", "problem:\n" + problem +
+                                                                 "strategy: random\nevaluator: {type: program}\n");
+    try {
+      (void)load_experiment(cfg.string());
+      ADD_FAILURE() << "no error for: " << problem;
+    } catch (const config_error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("e.yaml"), std::string::npos) << e.what();
+    }
+  };
+  const std::string prog = "  program: " + (programs / "fake_ops.py").string() + "\n";
+  const std::string inputs = "  inputs: " + (programs / "fake_inputs.py").string() + ":axpy_shapes\n";
+  const std::string param = "  parameters: [{name: B, values: [1, 2], knob: {literal: axpy}}]\n";
+  expect_error("  program: nope.py\n  call: f\n" + inputs + param, "problem.program");
+  expect_error(prog + inputs + param, "missing key 'call'");
+  expect_error(prog + "  call: axpy\n  inputs: fake_inputs.py\n" + param, "FILE.py:FUNCTION");
+  expect_error(prog + "  call: axpy\n" + inputs, "expected parameters");
+  expect_error(prog + "  call: axpy\n" + inputs + "  parameters: [{name: B, values: [1, 2]}]\n", "missing key 'knob'");
+  expect_error(prog + "  call: axpy\n" + inputs + "  parameters: [{name: B, values: [1], knob: {literal: a, autotune: k}}]\n",
+               "exactly one of");
+  expect_error(prog + "  call: axpy\n" + inputs + "  parameters: [{name: B, values: [1], knob: {literl: a}}]\n",
+               "problem.parameters[0].knob.literl");
+  expect_error(prog + "  call: axpy\n" + inputs + param + "  tolerance: {f33: {rel: 1}}\n", "not a dtype");
+  expect_error(prog + "  call: axpy\n" + inputs + param + "  time_shapes: [x]\n", "problem.time_shapes[0]");
+  expect_error(prog + "  call: axpy\n" + inputs + param + "  kernel: k.yaml\n", "problem.kernel");
+}
+
+TEST(program_problem, the_example_programs_load) {
+  register_builtins();
+  const auto softmax = load_experiment((test::source_dir() / "experiments/programs/softmax/experiment.yaml").string());
+  ASSERT_TRUE(softmax.prob.program_desc);
+  EXPECT_EQ(softmax.prob.space.valid().size(), 4u * 6u * 4u);
+  EXPECT_EQ(softmax.prob.program_desc->knobs[1].kind, "launch");
+  EXPECT_EQ(softmax.prob.program_desc->knobs[1].target, "num_warps");
+  // TritonBench-G's operator is read from the shared data beside the repository, when it is there.
+  if (!test::shared_data_dir()) GTEST_SKIP() << "../shared/data is missing";
+  const auto add = load_experiment((test::source_dir() / "experiments/programs/tritonbench-g/add_example.yaml").string());
+  EXPECT_EQ(add.prob.program_desc->end_marker, "#####");
+  EXPECT_EQ(add.prob.space.describe(add.prob.program_desc->defaults), "{BLOCK_SIZE=4, num_warps=4, num_stages=3}");
+}
+
+}  // namespace
+}  // namespace kf
