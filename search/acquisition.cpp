@@ -169,9 +169,14 @@ selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candi
   const Eigen::Index m = candidates.rows();
   k = std::min<std::size_t>(k, static_cast<std::size_t>(m));
   if (s.type == kind::thompson && !r) throw error("kf::acquisition::select: Thompson sampling needs an rng");
+  const bool offset = s.mean_offset.size() > 0;
+  if (offset && s.mean_offset.size() != m)
+    throw error("kf::acquisition::select: mean_offset has " + std::to_string(s.mean_offset.size()) +
+                " entries for " + std::to_string(m) + " candidates");
   if (k == 0) return out;
   if (s.type == kind::thompson) {
-    const Eigen::VectorXd draw = model.sample_posterior(candidates, *r, s.sampling);
+    Eigen::VectorXd draw = model.sample_posterior(candidates, *r, s.sampling);
+    if (offset) draw += s.mean_offset;
     out.top = top_of(-draw, k);
     return out;
   }
@@ -179,7 +184,8 @@ selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candi
 
   // Below kPruneMin training points an exact variance (O(n^2)) costs about what the bound does.
   if (!s.prune || !is_prunable(s) || model.size() < kPruneMin || model.constant_model()) {
-    const gp_prediction p = model.predict(candidates);
+    gp_prediction p = model.predict(candidates);
+    if (offset) p.mean += s.mean_offset;
     Eigen::VectorXd sc(m);
     score(s, best, p.mean, p.variance, sc);
     out.top = top_of(sc, k);
@@ -193,11 +199,18 @@ selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candi
   // tighter bound (refined_neighbours), and exact variances are computed in order of that bound until
   // the k-th best exact score beats the next bound. Every skipped candidate has a bound below the
   // final k-th score, so the result is the brute-force one.
-  const auto bound_scores = [&](const Eigen::Ref<const Eigen::MatrixXd>& rows, std::size_t neighbours,
-                                Eigen::VectorXd& bound) {
+  // The offset of candidate i of `rows`: of candidate idx[i], or of i itself when idx is null.
+  const auto add_offset = [&](Eigen::VectorXd& mean, const std::size_t* idx) {
+    if (!offset) return;
+    for (Eigen::Index i = 0; i < mean.size(); ++i)
+      mean(i) += s.mean_offset(idx ? static_cast<Eigen::Index>(idx[i]) : i);
+  };
+  const auto bound_scores = [&](const Eigen::Ref<const Eigen::MatrixXd>& rows, const std::size_t* idx,
+                                std::size_t neighbours, Eigen::VectorXd& bound) {
     Eigen::VectorXd mean(rows.rows()), var_bound(rows.rows());
     bound.resize(rows.rows());
     model.predict_mean_and_variance_bound(rows, mean, var_bound, neighbours);
+    add_offset(mean, idx);
     score(s, best, mean, var_bound, bound);
     if (s.type == kind::pi)
       for (Eigen::Index i = 0; i < rows.rows(); ++i)
@@ -209,7 +222,7 @@ selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candi
     };
   };
   Eigen::VectorXd bound;
-  bound_scores(candidates, s.bound_neighbours, bound);
+  bound_scores(candidates, nullptr, s.bound_neighbours, bound);
   // Candidates by decreasing bound, sorted lazily: only the prefix that is reached gets sorted.
   std::vector<std::size_t> order(static_cast<std::size_t>(m));
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -248,7 +261,7 @@ selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candi
     std::vector<std::size_t> local(b);
     std::iota(local.begin(), local.end(), std::size_t{0});
     if (refine) {
-      bound_scores(gather(idx.data(), static_cast<Eigen::Index>(b)), s.refined_neighbours, refined);
+      bound_scores(gather(idx.data(), static_cast<Eigen::Index>(b)), idx.data(), s.refined_neighbours, refined);
       out.refined_bounds += b;
     } else {
       refined.resize(static_cast<Eigen::Index>(b));
@@ -265,6 +278,7 @@ selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candi
       bv.resize(c);
       bs.resize(c);
       model.predict(gather(sub.data(), c), bm, bv);
+      add_offset(bm, sub.data());
       score(s, best, bm, bv, bs);
       for (Eigen::Index i = 0; i < c; ++i) {
         const choice ch{sub[static_cast<std::size_t>(i)], bs(i)};

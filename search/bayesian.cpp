@@ -25,10 +25,278 @@ gp_kernel kernel_kind(const std::string& s) {
 }
 }  // namespace
 
+void bayesian::set_transfer(std::shared_ptr<const transfer_data> t) {
+  transfer_ = std::move(t);
+  prior_ = transfer_ ? transfer_prior(*transfer_) : transfer_prior();
+}
+
+bool bayesian::has_prior_mean() const noexcept {
+  return (!prior_.empty() && opt_.transfer_mean) || opt_.roofline_mean;
+}
+
+double bayesian::prior_mean(const config& c) const {
+  double m = 0;
+  if (!prior_.empty() && opt_.transfer_mean) m += prior_a_ + prior_b_ * prior_.score(c).value_or(0.0);
+  if (roof_ready_) {
+    std::vector<double> row(space_->encoded_dimension());
+    space_->encode(c, row);
+    m += roofline_terms(Eigen::Map<const Eigen::RowVectorXd>(row.data(), static_cast<Eigen::Index>(row.size())))(0);
+  }
+  return m;
+}
+
+Eigen::VectorXd bayesian::prior_means(const std::vector<config>& cfgs, const Eigen::MatrixXd& encoded) const {
+  Eigen::VectorXd m = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cfgs.size()));
+  if (!prior_.empty() && opt_.transfer_mean)
+    for (std::size_t i = 0; i < cfgs.size(); ++i)
+      m(static_cast<Eigen::Index>(i)) = prior_a_ + prior_b_ * prior_.score(cfgs[i]).value_or(0.0);
+  if (roof_ready_) m += roofline_terms(encoded);
+  return m;
+}
+
+// a + b ln(max(e^r B(x), I(x))) with B and I the auxiliary GPs' predictions (rows of `encoded`).
+Eigen::VectorXd bayesian::roofline_terms(const Eigen::MatrixXd& encoded) const {
+  Eigen::VectorXd lb(encoded.rows()), li(encoded.rows());
+  roof_models_[0]->predict_mean(encoded, lb);
+  roof_models_[1]->predict_mean(encoded, li);
+  Eigen::VectorXd out(encoded.rows());
+  for (Eigen::Index i = 0; i < encoded.rows(); ++i) {
+    const double b = std::log(std::max(std::pow(10.0, lb(i)) - 1.0, 1.0));
+    const double ins = std::log(std::max(std::pow(10.0, li(i)) - 1.0, 1.0));
+    out(i) = roof_a_ + roof_b_ * std::max(b + roof_log_ratio_, ins);
+  }
+  return out;
+}
+
+// The roofline mean's fit: auxiliary GPs for log10(1 + bytes) and log10(1 + instructions) on the
+// successful observations; then, over a grid of ratios r (around the median of ln I - ln B), the
+// regression of log(time) (minus the transfer term) on L = ln max(e^r B, I) with the slope pulled
+// toward 1 by 4 pseudo-observations; the r with the smallest squared error wins. L uses the GPs'
+// predictions for evaluated configurations too (the model ranks candidates by predictions).
+void bayesian::fit_roofline(const std::vector<double>& targets) {
+  roof_ready_ = false;
+  const std::size_t pd = space_->encoded_dimension();
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < obs_.size(); ++i)
+    if (!std::isnan(obs_[i].log_time) && std::isfinite(obs_[i].bytes) && std::isfinite(obs_[i].instructions))
+      rows.push_back(i);
+  if (rows.size() < 5) return;
+  Eigen::MatrixXd X(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(pd));
+  Eigen::VectorXd yb(X.rows()), yi(X.rows());
+  std::vector<double> enc(pd);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    space_->encode(obs_[rows[r]].cfg, enc);
+    for (std::size_t j = 0; j < pd; ++j)
+      X(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j)) = enc[j];
+    yb(static_cast<Eigen::Index>(r)) = std::log10(1.0 + std::max(obs_[rows[r]].bytes, 0.0));
+    yi(static_cast<Eigen::Index>(r)) = std::log10(1.0 + std::max(obs_[rows[r]].instructions, 0.0));
+  }
+  for (int k = 0; k < 2; ++k) {
+    if (!roof_models_[k]) {
+      gp_options go;
+      go.restarts = 1;
+      go.seed = rng_();
+      go.parallel = false;
+      roof_models_[k] = std::make_unique<gp>(pd, go);
+    }
+    roof_models_[k]->fit(X, k == 0 ? yb : yi);
+  }
+  Eigen::VectorXd pb(X.rows()), pi(X.rows());
+  roof_models_[0]->predict_mean(X, pb);
+  roof_models_[1]->predict_mean(X, pi);
+  std::vector<double> lb, li, t;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    lb.push_back(std::log(std::max(std::pow(10.0, pb(static_cast<Eigen::Index>(r))) - 1.0, 1.0)));
+    li.push_back(std::log(std::max(std::pow(10.0, pi(static_cast<Eigen::Index>(r))) - 1.0, 1.0)));
+    t.push_back(targets[rows[r]]);
+  }
+  std::vector<double> diff(lb.size());
+  for (std::size_t r = 0; r < lb.size(); ++r)
+    diff[r] = li[r] - lb[r];
+  std::nth_element(diff.begin(), diff.begin() + static_cast<std::ptrdiff_t>(diff.size() / 2), diff.end());
+  const double center = diff[diff.size() / 2];
+  const auto n = static_cast<double>(t.size());
+  double best_sse = std::numeric_limits<double>::infinity();
+  for (double g = -6.0; g <= 6.0; g += 0.5) {
+    const double ratio = center + g;
+    double ml = 0, mt = 0;
+    std::vector<double> L(t.size());
+    for (std::size_t r = 0; r < t.size(); ++r) {
+      L[r] = std::max(lb[r] + ratio, li[r]);
+      ml += L[r];
+      mt += t[r];
+    }
+    ml /= n;
+    mt /= n;
+    double sll = 0, slt = 0;
+    for (std::size_t r = 0; r < t.size(); ++r) {
+      sll += (L[r] - ml) * (L[r] - ml);
+      slt += (L[r] - ml) * (t[r] - mt);
+    }
+    const double lambda = 4.0 * sll / n;
+    const double b = sll + lambda > 0 ? (slt + lambda) / (sll + lambda) : 1.0;
+    const double a = mt - b * ml;
+    double sse = 0;
+    for (std::size_t r = 0; r < t.size(); ++r)
+      sse += std::pow(t[r] - a - b * L[r], 2);
+    if (sse < best_sse) {
+      best_sse = sse;
+      roof_log_ratio_ = ratio;
+      roof_a_ = a;
+      roof_b_ = b;
+    }
+  }
+  roof_ready_ = std::isfinite(best_sse);
+}
+
+// Static features from the transfer records: the first source holding a configuration gives its value.
+void bayesian::load_static_features() {
+  const std::size_t ns = opt_.static_features.size();
+  static_values_.assign(ns, {});
+  static_range_.assign(ns, {0.0, 1.0});
+  static_log_.assign(ns, false);
+  if (!transfer_) return;
+  for (std::size_t k = 0; k < ns; ++k) {
+    const auto& name = opt_.static_features[k];
+    for (const auto& src : transfer_->sources)
+      for (std::size_t i = 0; i < src.configs.size(); ++i)
+        if (const auto it = src.metrics[i].find(name); it != src.metrics[i].end() && std::isfinite(it->second))
+          static_values_[k].emplace(src.configs[i], it->second);
+    double lo = INFINITY, hi = -INFINITY;
+    bool positive = true;
+    for (const auto& [c, v] : static_values_[k]) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      positive &= v >= 0;
+    }
+    static_log_[k] = positive && hi > 100 * std::max(lo, 1.0);
+    if (static_log_[k]) lo = std::log10(lo + 1.0), hi = std::log10(hi + 1.0);
+    if (std::isfinite(lo)) static_range_[k] = {lo, hi};
+  }
+}
+
+double bayesian::static_feature(std::size_t k, const config& c) const {
+  const auto it = static_values_[k].find(c);
+  if (it == static_values_[k].end()) return 0.5;  // not in the records: the middle
+  const double t = static_log_[k] ? std::log10(std::max(it->second, 0.0) + 1.0) : it->second;
+  const auto [lo, hi] = static_range_[k];
+  return hi > lo ? (t - lo) / (hi - lo) : 0.5;
+}
+
+// Metric targets of the multi-output GP: standardised, sign-aligned with log(time) (correlation over
+// the successful observations) and put on log(time)'s mean and spread, so that one GP standardisation
+// serves every task and the tasks' correlations are positive (what the task embedding can express).
+void bayesian::update_output_scales() {
+  std::vector<const observation*> ok;
+  for (const auto& o : obs_)
+    if (!std::isnan(o.log_time)) ok.push_back(&o);
+  if (ok.size() < 3) return;
+  double m = 0, m2 = 0;
+  for (const auto* o : ok)
+    m += o->log_time;
+  m /= static_cast<double>(ok.size());
+  for (const auto* o : ok)
+    m2 += std::pow(o->log_time - m, 2);
+  time_mean_ = m;
+  time_sd_ = std::max(std::sqrt(m2 / static_cast<double>(ok.size())), 1e-6);
+  for (std::size_t k = 0; k < opt_.metric_outputs.size(); ++k) {
+    auto& sc = output_scale_[k];
+    std::vector<std::pair<double, double>> pts;  // (raw, log time)
+    bool positive = true;
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto* o : ok)
+      if (std::isfinite(o->outputs[k])) {
+        pts.emplace_back(o->outputs[k], o->log_time);
+        positive &= o->outputs[k] >= 0;
+        lo = std::min(lo, o->outputs[k]);
+        hi = std::max(hi, o->outputs[k]);
+      }
+    if (pts.size() < 3) continue;
+    sc.log = positive && hi > 100 * std::max(lo, 1.0);
+    double mv = 0, sv = 0, cov = 0;
+    for (auto& [v, t] : pts) {
+      v = sc.log ? std::log10(v + 1.0) : v;
+      mv += v;
+    }
+    mv /= static_cast<double>(pts.size());
+    for (const auto& [v, t] : pts) {
+      sv += (v - mv) * (v - mv);
+      cov += (v - mv) * (t - m);
+    }
+    sv = std::sqrt(sv / static_cast<double>(pts.size()));
+    if (!(sv > 0)) continue;
+    sc.mean = mv;
+    sc.sd = sv;
+    sc.sign = cov < 0 ? -1.0 : 1.0;
+    sc.ready = true;
+  }
+}
+
+double bayesian::output_target(std::size_t k, double raw) const {
+  const auto& sc = output_scale_[k];
+  const double v = sc.log ? std::log10(std::max(raw, 0.0) + 1.0) : raw;
+  return time_mean_ + time_sd_ * sc.sign * (v - sc.mean) / sc.sd;
+}
+
+Eigen::RowVectorXd bayesian::output_row(const observation& o, std::size_t k) const {
+  Eigen::RowVectorXd f = features(o.cfg, &o.metrics);
+  f(static_cast<Eigen::Index>(task_offset_ + k)) = 1.0;
+  return f;
+}
+
+double bayesian::best_log_time() const {
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& o : obs_)
+    if (!std::isnan(o.log_time)) best = std::min(best, o.log_time);
+  return best;
+}
+
+// Ridge regression of the targets on the prior score: minimises sum (y_i - a - b p_i)^2 +
+// strength (b - b0)^2, b0 = weight x the records' log-time spread (what a perfect transfer would give,
+// shrunk). Few observations leave b near b0; many let the data decide, down to 0 (or below) where
+// the other GPUs' order does not carry over.
+void bayesian::fit_prior_mean(double fail) {
+  prior_a_ = prior_b_ = 0;
+  if (prior_.empty() || !opt_.transfer_mean) return;
+  const double b0 = opt_.transfer_weight * prior_.log_time_spread();
+  if (obs_.empty()) {
+    prior_b_ = b0;
+    return;
+  }
+  double my = 0, mp = 0;
+  std::vector<double> ys, ps;
+  for (const auto& o : obs_) {
+    ys.push_back(std::isnan(o.log_time) ? fail : o.log_time);
+    ps.push_back(prior_.score(o.cfg).value_or(0.0));
+    my += ys.back();
+    mp += ps.back();
+  }
+  const auto n = static_cast<double>(ys.size());
+  my /= n;
+  mp /= n;
+  double spp = 0, spy = 0;
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    spp += (ps[i] - mp) * (ps[i] - mp);
+    spy += (ps[i] - mp) * (ys[i] - my);
+  }
+  prior_b_ = (spy + opt_.transfer_strength * b0) / (spp + opt_.transfer_strength);
+  prior_a_ = my - prior_b_ * mp;
+}
+
 void bayesian::initialize(const search_space& space, std::uint64_t seed) {
   rng_.reseed(seed);
+  prior_a_ = prior_b_ = 0;
   space_ = &space;
-  dim_ = space.encoded_dimension() + opt_.metric_features.size();
+  static_offset_ = space.encoded_dimension() + opt_.metric_features.size();
+  task_offset_ = static_offset_ + opt_.static_features.size();
+  dim_ = task_offset_ + opt_.metric_outputs.size();
+  output_scale_.assign(opt_.metric_outputs.size(), {});
+  time_mean_ = 0;
+  time_sd_ = 1;
+  for (auto& m : roof_models_)
+    m.reset();
+  roof_ready_ = false;
+  load_static_features();
   obs_.clear();
   metric_models_.clear();
   metric_range_.assign(opt_.metric_features.size(), {0.0, 1.0});
@@ -84,6 +352,10 @@ Eigen::RowVectorXd bayesian::features(const config& c, const std::vector<double>
     }
     f(static_cast<Eigen::Index>(pd + k)) = std::clamp(v, -0.5, 1.5);
   }
+  for (std::size_t k = 0; k < opt_.static_features.size(); ++k)
+    f(static_cast<Eigen::Index>(static_offset_ + k)) = static_feature(k, c);
+  for (std::size_t k = 0; k < opt_.metric_outputs.size(); ++k)
+    f(static_cast<Eigen::Index>(task_offset_ + k)) = 0.0;  // the time task
   return f;
 }
 
@@ -133,12 +405,31 @@ void bayesian::update_metric_models() {
 
 void bayesian::observe(const search_state&, std::span<const trial> done) {
   for (const auto& t : done) {
-    observation o{
-        t.cfg, t.ok() && t.time_ms > 0 ? std::log(t.time_ms) : std::numeric_limits<double>::quiet_NaN(), {}};
+    observation o{t.cfg,
+                  t.ok() && t.time_ms > 0 ? std::log(t.time_ms) : std::numeric_limits<double>::quiet_NaN(),
+                  {},
+                  {},
+                  0.0,
+                  0.0};
+    constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     for (const auto& name : opt_.metric_features) {
       const auto m = t.metric(name);
-      o.metrics.push_back(t.ok() && m ? *m : std::numeric_limits<double>::quiet_NaN());
+      o.metrics.push_back(t.ok() && m ? *m : nan);
     }
+    for (const auto& name : opt_.metric_outputs) {
+      const auto m = t.metric(name);
+      o.outputs.push_back(t.ok() && m && std::isfinite(*m) ? *m : nan);
+    }
+    // DRAM bytes (CUPTI names as the cuda evaluator and KTT record them) and executed instructions.
+    const auto sum = [&](const char* a, const char* b, double scale) {
+      const auto x = t.metric(a), y = t.metric(b);
+      return x && y ? scale * (*x + *y) : nan;
+    };
+    o.bytes = sum("dram__bytes_read.sum", "dram__bytes_write.sum", 1.0);
+    if (std::isnan(o.bytes)) o.bytes = sum("dram__sectors_read.sum", "dram__sectors_write.sum", 32.0);
+    const auto ins = t.metric("smsp__inst_executed.sum");
+    o.instructions = ins ? *ins : nan;
+    if (!t.ok()) o.bytes = o.instructions = nan;
     obs_.push_back(std::move(o));
   }
 }
@@ -166,11 +457,29 @@ Eigen::MatrixXd bayesian::training_inputs(double fail, std::vector<double>& y) c
     for (std::size_t i = obs_.size() - recent; i < obs_.size(); ++i)
       keep.push_back(i);
   }
-  Eigen::MatrixXd X(static_cast<Eigen::Index>(keep.size()), static_cast<Eigen::Index>(dim_));
+  // Multi-output rows: per metric, the best metric_output_points successful observations of the window.
+  std::vector<std::pair<std::size_t, std::size_t>> aux;  // (observation, metric)
+  for (std::size_t k = 0; k < opt_.metric_outputs.size(); ++k) {
+    if (!output_scale_[k].ready) continue;
+    std::vector<std::size_t> with;
+    for (const auto i : keep)
+      if (!std::isnan(obs_[i].log_time) && std::isfinite(obs_[i].outputs[k])) with.push_back(i);
+    std::stable_sort(with.begin(), with.end(), [&](auto a, auto b) { return obs_[a].log_time < obs_[b].log_time; });
+    if (with.size() > opt_.metric_output_points) with.resize(opt_.metric_output_points);
+    for (const auto i : with)
+      aux.emplace_back(i, k);
+  }
+  Eigen::MatrixXd X(static_cast<Eigen::Index>(keep.size() + aux.size()), static_cast<Eigen::Index>(dim_));
   y.clear();
   for (std::size_t r = 0; r < keep.size(); ++r) {
     X.row(static_cast<Eigen::Index>(r)) = features(obs_[keep[r]].cfg, &obs_[keep[r]].metrics);
-    y.push_back(std::isnan(obs_[keep[r]].log_time) ? fail : obs_[keep[r]].log_time);
+    y.push_back((std::isnan(obs_[keep[r]].log_time) ? fail : obs_[keep[r]].log_time) -
+                prior_mean(obs_[keep[r]].cfg));
+  }
+  for (std::size_t r = 0; r < aux.size(); ++r) {
+    const auto& [i, k] = aux[r];
+    X.row(static_cast<Eigen::Index>(keep.size() + r)) = output_row(obs_[i], k);
+    y.push_back(output_target(k, obs_[i].outputs[k]));
   }
   return X;
 }
@@ -191,13 +500,26 @@ void bayesian::update_model() {
   // so the model holds at most max_points + refit_every points.
   const bool window_due = n > opt_.max_points && n >= built_at_ + opt_.refit_every;
   if (!refit && !window_due && fail == penalty_value_) {
-    for (std::size_t i = modelled_; i < n; ++i)
+    for (std::size_t i = modelled_; i < n; ++i) {
       model_->append(features(obs_[i].cfg, &obs_[i].metrics).transpose(),
-                     std::isnan(obs_[i].log_time) ? fail : obs_[i].log_time);
+                     (std::isnan(obs_[i].log_time) ? fail : obs_[i].log_time) - prior_mean(obs_[i].cfg));
+      for (std::size_t k = 0; k < opt_.metric_outputs.size(); ++k)
+        if (output_scale_[k].ready && !std::isnan(obs_[i].log_time) && std::isfinite(obs_[i].outputs[k]))
+          model_->append(output_row(obs_[i], k).transpose(), output_target(k, obs_[i].outputs[k]));
+    }
     modelled_ = n;
     return;
   }
   if (refit && !opt_.metric_features.empty()) update_metric_models();
+  if (refit && !opt_.metric_outputs.empty()) update_output_scales();
+  fit_prior_mean(fail);
+  if (opt_.roofline_mean && refit) {
+    roof_ready_ = false;  // the roofline term is fitted to log(time) minus the transfer term
+    std::vector<double> targets(obs_.size());
+    for (std::size_t i = 0; i < obs_.size(); ++i)
+      targets[i] = (std::isnan(obs_[i].log_time) ? fail : obs_[i].log_time) - prior_mean(obs_[i].cfg);
+    fit_roofline(targets);
+  }
   std::vector<double> y;
   const Eigen::MatrixXd X = training_inputs(fail, y);
   const Eigen::Map<const Eigen::VectorXd> Y(y.data(), static_cast<Eigen::Index>(y.size()));
@@ -258,7 +580,13 @@ std::vector<std::size_t> bayesian::candidates(const search_state& s, const std::
 
 std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
   std::vector<config> out;
-  // Initial design (and spaces too large to enumerate): uniform draws.
+  // Initial design: the transfer prior's best first, then uniform draws (uniform draws also on spaces
+  // too large to enumerate).
+  while (out.size() < n && obs_.size() + out.size() < opt_.transfer_initial) {
+    auto c = best_unseen_by_prior(s, prior_, out);
+    if (!c) break;
+    out.push_back(std::move(*c));
+  }
   while (out.size() < n && (obs_.size() + out.size() < opt_.initial_samples || !enumerated_)) {
     auto c = draw_unseen(s, rng_, out);
     if (!c) return out;
@@ -270,8 +598,17 @@ std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
   if (cand.empty()) return out;
   Eigen::MatrixXd X(static_cast<Eigen::Index>(cand.size()), static_cast<Eigen::Index>(dim_));
   const auto pd = static_cast<Eigen::Index>(space_->encoded_dimension());
-  for (std::size_t i = 0; i < cand.size(); ++i)
-    X.row(static_cast<Eigen::Index>(i)).head(pd) = encoded_.row(static_cast<Eigen::Index>(cand[i]));
+  const auto& vs = s.space().valid();
+  std::vector<config> cand_cfg(cand.size());
+  for (std::size_t i = 0; i < cand.size(); ++i) {
+    cand_cfg[i] = vs.at(cand[i]);
+    const auto r = static_cast<Eigen::Index>(i);
+    X.row(r).head(pd) = encoded_.row(static_cast<Eigen::Index>(cand[i]));
+    for (std::size_t k = 0; k < opt_.static_features.size(); ++k)
+      X(r, static_cast<Eigen::Index>(static_offset_ + k)) = static_feature(k, cand_cfg[i]);
+    for (std::size_t k = 0; k < opt_.metric_outputs.size(); ++k)
+      X(r, static_cast<Eigen::Index>(task_offset_ + k)) = 0.0;  // the time task
+  }
   // Metric features of the candidates: the auxiliary GPs' means, scaled like the measured ones.
   for (std::size_t k = 0; k < opt_.metric_features.size(); ++k) {
     Eigen::VectorXd m(static_cast<Eigen::Index>(cand.size()));
@@ -285,10 +622,15 @@ std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
   spec.type = acquisition_kind(opt_.acquisition);
   spec.beta = opt_.beta;
   spec.xi = opt_.xi;
+  if (has_prior_mean()) {
+    // The GP models log(time) minus the prior mean: add it back, and compare with log(time).
+    spec.mean_offset = prior_means(cand_cfg, X.leftCols(pd));
+    const double best = best_log_time();
+    spec.best = std::isfinite(best) ? best : penalty_value_;
+  }
   const gp* m = model_.get();
   std::unique_ptr<gp> conditioned;
   std::vector<bool> used(cand.size(), false);
-  const auto& vs = s.space().valid();
   while (out.size() < n) {
     const auto sel = acquisition::select(*m, X, spec, 8, &rng_);
     std::optional<std::size_t> pick;
@@ -303,7 +645,7 @@ std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
       if (!pick) break;
     }
     used[*pick] = true;
-    out.push_back(vs.at(cand[*pick]));
+    out.push_back(cand_cfg[*pick]);
     if (out.size() < n) {
       // Kriging believer: the next pick sees this one as observed at the model's mean.
       Eigen::MatrixXd p = X.row(static_cast<Eigen::Index>(*pick));
@@ -339,6 +681,20 @@ void register_bayesian() {
           string_option("metric_inputs", "measured",
                         "metric inputs of evaluated configurations: measured, or predicted as for candidates",
                         {"measured", "predicted"}),
+          int_option("transfer_initial", 3, "with transfer: initial configurations taken from the records' best",
+                     0, 100000),
+          bool_option("transfer_mean", true, "with transfer: the records' prior as the GP's mean function"),
+          real_option("transfer_weight", 0.5,
+                      "with transfer: prior slope of the mean, as a fraction of the records' log-time spread", -10,
+                      10),
+          real_option("transfer_strength", 4.0, "with transfer: pseudo-observations holding that slope", 0, 1e6),
+          optional_option("metric_outputs", option_type::list,
+                          "profiling metrics as auxiliary outputs of a multi-output GP (task coordinates)"),
+          int_option("metric_output_points", 100, "auxiliary rows per metric output at most", 1, 100000),
+          optional_option("static_features", option_type::list,
+                          "metrics known before running, as inputs (read from the transfer records)"),
+          bool_option("roofline_mean", false,
+                      "a roofline-shaped mean: log(time) ~ a + b ln max(r bytes, instructions), predicted"),
       },
       [](const options& o) {
         bayesian_options b;
@@ -353,6 +709,21 @@ void register_bayesian() {
         b.failure_penalty = o.real("failure_penalty");
         b.restarts = static_cast<int>(o.integer("restarts"));
         b.metric_inputs = o.string("metric_inputs");
+        b.transfer_initial = static_cast<std::size_t>(o.integer("transfer_initial"));
+        b.transfer_mean = o.boolean("transfer_mean");
+        b.transfer_weight = o.real("transfer_weight");
+        b.transfer_strength = o.real("transfer_strength");
+        const auto names = [&](const char* key, std::vector<std::string>& out) {
+          if (!o.has(key)) return;
+          for (const auto& m : o.json(key)) {
+            if (!m.is_string()) o.fail(key, "expected metric names");
+            out.push_back(m.get<std::string>());
+          }
+        };
+        names("metric_outputs", b.metric_outputs);
+        names("static_features", b.static_features);
+        b.metric_output_points = static_cast<std::size_t>(o.integer("metric_output_points"));
+        b.roofline_mean = o.boolean("roofline_mean");
         if (o.has("metric_features")) {
           for (const auto& m : o.json("metric_features")) {
             if (!m.is_string()) o.fail("metric_features", "expected metric names");

@@ -25,6 +25,13 @@ std::optional<config> draw_unseen(const search_state& s, rng& r, const std::vect
   return std::nullopt;
 }
 
+std::optional<config> best_unseen_by_prior(const search_state& s, const transfer_prior& prior,
+                                           const std::vector<config>& also) {
+  for (const auto& c : prior.ranked())
+    if (s.space().is_valid(c) && !s.seen(c) && std::find(also.begin(), also.end(), c) == also.end()) return c;
+  return std::nullopt;
+}
+
 double fitness(const trial& t) noexcept {
   return t.ok() ? t.time_ms : std::numeric_limits<double>::infinity();
 }

@@ -8,8 +8,13 @@
 
 namespace kf::strategies {
 
+void genetic::set_transfer(std::shared_ptr<const transfer_data> t) {
+  prior_ = t ? transfer_prior(*t) : transfer_prior();
+}
+
 void genetic::initialize(const search_space&, std::uint64_t seed) {
   rng_.reseed(seed);
+  from_prior_ = 0;
   population_.clear();
   offspring_.clear();
   awaiting_ = 0;
@@ -135,6 +140,12 @@ std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
     const std::size_t want = opt_.population_size > offspring_.size() + awaiting_
                                  ? opt_.population_size - offspring_.size() - awaiting_
                                  : 0;
+    while (out.size() < std::min(n, want) && from_prior_ < opt_.transfer_initial) {
+      auto c = best_unseen_by_prior(s, prior_, out);
+      if (!c) break;
+      out.push_back(std::move(*c));
+      ++from_prior_;
+    }
     while (out.size() < std::min(n, want))
       if (!add_random()) break;
     awaiting_ += out.size();
@@ -245,6 +256,8 @@ void register_genetic() {
                      "children bred before the population is updated (0: population_size)", 0, 100000),
           real_option("local_search", 0.0,
                       "fraction of children that are unmeasured one-gene neighbours of the best", 0, 1),
+          int_option("transfer_initial", 5,
+                     "with transfer: initial members taken from the records' best", 0, 100000),
       },
       [](const options& o) {
         genetic_options g;
@@ -258,6 +271,7 @@ void register_genetic() {
         g.immigrants = o.real("immigrants");
         g.generation_size = static_cast<std::size_t>(o.integer("generation_size"));
         g.local_search = o.real("local_search");
+        g.transfer_initial = static_cast<std::size_t>(o.integer("transfer_initial"));
         if (g.elites > g.population_size) o.fail("elites", "must not exceed population_size");
         return strategy(genetic(g), "ga");
       },

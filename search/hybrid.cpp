@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "kforge/strategies/common.hpp"
 
@@ -13,14 +14,29 @@ void hybrid::initialize(const search_space& space, std::uint64_t seed) {
   bo.initial_samples = opt_.initial_samples;
   bo.refit_every = opt_.refit_every;
   bo.max_points = opt_.max_points;
+  bo.transfer_initial = 0;  // hybrid draws its own initial design
+  bo.transfer_mean = opt_.transfer_mean;
+  bo.transfer_weight = opt_.transfer_weight;
+  bo.transfer_strength = opt_.transfer_strength;
   model_ = std::make_unique<bayesian>(bo);
+  model_->set_transfer(transfer_);
   model_->initialize(space, rng_());
   population_.clear();
+  bandit_ = operator_bandit(space, opt_.bandit_prior);
+  bottleneck_of_.clear();
+  origin_.clear();
 }
 
 void hybrid::observe(const search_state& s, std::span<const trial> done) {
   model_->observe(s, done);
   for (const auto& t : done) {
+    if (opt_.operators == "bandit") {
+      bottleneck_of_[t.cfg] = classify_bottleneck(t);
+      if (const auto it = origin_.find(t.cfg); it != origin_.end()) {
+        bandit_.reward(it->second.context, it->second.family, fitness(t) < it->second.parent_fitness);
+        origin_.erase(it);
+      }
+    }
     population_.emplace_back(t.cfg, fitness(t));
     std::stable_sort(population_.begin(), population_.end(),
                      [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -34,6 +50,11 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
   auto fresh = [&](const config& c) {
     return !s.seen(c) && std::find(out.begin(), out.end(), c) == out.end();
   };
+  while (out.size() < n && s.history().size() + out.size() < std::min(opt_.transfer_initial, opt_.initial_samples)) {
+    auto c = best_unseen_by_prior(s, model_->prior(), out);
+    if (!c) break;
+    out.push_back(std::move(*c));
+  }
   while (out.size() < n && s.history().size() + out.size() < opt_.initial_samples) {
     auto c = draw_unseen(s, rng_, out);
     if (!c) return out;
@@ -44,7 +65,7 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
   genetic_options go;
   go.mutation_rate = opt_.mutation_rate;
   // Rank-weighted parents (weight (P - r)^1.5), as in "ga".
-  auto parent = [&]() -> const config& {
+  auto parent_index = [&]() -> std::size_t {
     const std::size_t p = population_.size();
     double total = 0;
     for (std::size_t r = 0; r < p; ++r)
@@ -52,23 +73,50 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
     double u = rng_.uniform() * total;
     for (std::size_t r = 0; r < p; ++r) {
       u -= std::pow(static_cast<double>(p - r), 1.5);
-      if (u <= 0) return population_[r].first;
+      if (u <= 0) return r;
     }
-    return population_.back().first;
+    return p - 1;
+  };
+  auto parent = [&]() -> const config& { return population_[parent_index()].first; };
+  const bool bandit = opt_.operators == "bandit";
+  // A child of one parent with the genes of one family mutated, the family chosen by the bandit from
+  // the parent's bottleneck; nullopt when no family can mutate.
+  auto family_child = [&]() -> std::optional<std::pair<config, origin>> {
+    const auto& [pcfg, pfit] = population_[parent_index()];
+    const auto it = bottleneck_of_.find(pcfg);
+    const bottleneck b = it == bottleneck_of_.end() ? bottleneck::unknown : it->second;
+    const auto f = bandit_.choose(b, rng_);
+    if (!f) return std::nullopt;
+    config c = bandit_.mutate(space, pcfg, *f, rng_);
+    if (c == pcfg) return std::nullopt;
+    return std::make_pair(std::move(c), origin{b, *f, pfit});
   };
   while (out.size() < n) {
     std::vector<config> kids;
+    std::map<config, origin> kid_origin;  // the family-mutation children of this round
     if (!population_.empty()) {
       for (const auto& nb : space.neighbours(population_.front().first, neighbourhood::hamming))
         if (fresh(nb)) kids.push_back(nb);
       for (std::size_t k = 0; k < 4 * opt_.offspring && kids.size() < opt_.offspring + 32; ++k) {
+        if (bandit && rng_.bernoulli(opt_.bandit_share)) {
+          if (auto fc = family_child(); fc && fresh(fc->first)) {
+            if (std::find(kids.begin(), kids.end(), fc->first) == kids.end()) {
+              kid_origin.emplace(fc->first, fc->second);
+              kids.push_back(std::move(fc->first));
+            }
+            continue;
+          }
+        }
         const config& a = parent();
         const config& b = parent();
         config c = breed_child(space, a, b, go, rng_);
         if (!repair_config(space, c, rng_)) continue;
         if (fresh(c) && std::find(kids.begin(), kids.end(), c) == kids.end()) kids.push_back(std::move(c));
       }
-      for (std::size_t k = 0; k < opt_.immigrants; ++k) {
+      const auto from_prior = prior_immigrants(s, out, std::min(opt_.transfer_immigrants, opt_.immigrants));
+      for (const auto& c : from_prior)
+        if (std::find(kids.begin(), kids.end(), c) == kids.end()) kids.push_back(c);
+      for (std::size_t k = from_prior.size(); k < opt_.immigrants; ++k) {
         auto c = draw_unseen(s, rng_, out);
         if (!c) break;
         if (std::find(kids.begin(), kids.end(), *c) == kids.end()) kids.push_back(std::move(*c));
@@ -80,8 +128,13 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
       out.push_back(std::move(*c));
       continue;
     }
+    // The pick; a family-mutation child remembers where it came from, for the bandit's reward.
+    const auto take = [&](const config& c) {
+      if (const auto it = kid_origin.find(c); it != kid_origin.end()) origin_[c] = it->second;
+      out.push_back(c);
+    };
     if (rng_.bernoulli(opt_.epsilon) || !model_->model()) {
-      out.push_back(kids[rng_.index(kids.size())]);
+      take(kids[rng_.index(kids.size())]);
       continue;
     }
     Eigen::MatrixXd X(static_cast<Eigen::Index>(kids.size()),
@@ -89,8 +142,34 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
     for (std::size_t i = 0; i < kids.size(); ++i)
       X.row(static_cast<Eigen::Index>(i)) = model_->encode(kids[i]).transpose();
     acquisition::spec spec;
+    if (model_->has_prior_mean()) {
+      // The GP models log(time) minus the prior mean (the records' prior): add it back.
+      const double best = model_->best_log_time();
+      if (std::isfinite(best)) {
+        spec.mean_offset = model_->prior_means(kids, X);
+        spec.best = best;
+      }
+    }
     const auto sel = acquisition::select(*model_->model(), X, spec, 1, &rng_);
-    out.push_back(kids[sel.top.empty() ? 0 : sel.top.front().index]);
+    take(kids[sel.top.empty() ? 0 : sel.top.front().index]);
+  }
+  return out;
+}
+
+std::vector<config> hybrid::prior_immigrants(const search_state& s, const std::vector<config>& taken,
+                                             std::size_t count) {
+  std::vector<config> pool;
+  if (count == 0) return pool;
+  for (const auto& c : model_->prior().ranked()) {
+    if (pool.size() >= opt_.transfer_pool) break;
+    if (s.space().is_valid(c) && !s.seen(c) && std::find(taken.begin(), taken.end(), c) == taken.end())
+      pool.push_back(c);
+  }
+  std::vector<config> out;
+  for (std::size_t k = 0; k < count && !pool.empty(); ++k) {
+    const auto i = rng_.index(pool.size());
+    out.push_back(std::move(pool[i]));
+    pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(i));
   }
   return out;
 }
@@ -111,6 +190,24 @@ void register_hybrid() {
           int_option("refit_every", 8, "observations between hyperparameter fits", 1, 100000),
           int_option("max_points", 400, "GP training points at most", 10, 100000),
           real_option("mutation_rate", 0.2, "probability that a gene mutates", 0, 1),
+          int_option("transfer_initial", 3, "with transfer: initial configurations taken from the records' best",
+                     0, 100000),
+          int_option("transfer_immigrants", 4, "with transfer: immigrants drawn from the prior's best unvisited",
+                     0, 100000),
+          int_option("transfer_pool", 64, "with transfer: how many of the prior's best unvisited they come from",
+                     1, 100000),
+          bool_option("transfer_mean", true, "with transfer: the records' prior as the GP's mean function"),
+          real_option("transfer_weight", 0.5,
+                      "with transfer: prior slope of the mean, as a fraction of the records' log-time spread", -10,
+                      10),
+          real_option("transfer_strength", 4.0, "with transfer: pseudo-observations holding that slope", 0, 1e6),
+          string_option("operators", "genetic",
+                        "children by crossover and mutation (genetic), or also by bottleneck-guided family "
+                        "mutations chosen by a bandit (bandit)",
+                        {"genetic", "bandit"}),
+          real_option("bandit_share", 0.5, "operators bandit: fraction of children made by family mutation", 0, 1),
+          real_option("bandit_prior", 1.0, "operators bandit: pseudo-successes of the expert-favoured families", 0,
+                      100),
       },
       [](const options& o) {
         hybrid_options h;
@@ -122,6 +219,15 @@ void register_hybrid() {
         h.refit_every = static_cast<std::size_t>(o.integer("refit_every"));
         h.max_points = static_cast<std::size_t>(o.integer("max_points"));
         h.mutation_rate = o.real("mutation_rate");
+        h.transfer_initial = static_cast<std::size_t>(o.integer("transfer_initial"));
+        h.transfer_immigrants = static_cast<std::size_t>(o.integer("transfer_immigrants"));
+        h.transfer_pool = static_cast<std::size_t>(o.integer("transfer_pool"));
+        h.transfer_mean = o.boolean("transfer_mean");
+        h.transfer_weight = o.real("transfer_weight");
+        h.transfer_strength = o.real("transfer_strength");
+        h.operators = o.string("operators");
+        h.bandit_share = o.real("bandit_share");
+        h.bandit_prior = o.real("bandit_prior");
         return strategy(hybrid(h), "hybrid");
       },
   });

@@ -56,6 +56,10 @@ struct spec {
   bool prune = true;
   std::size_t bound_neighbours = 4;
   std::size_t refined_neighbours = 16;
+  /// Empty, or one entry per candidate added to the GP's posterior mean (caller's units): a prior
+  /// mean function under a GP that models the residual (e.g. what other GPUs' records predict,
+  /// docs/transfer.md). Pass `best` in the same units as mean + offset.
+  Eigen::VectorXd mean_offset{};
 };
 
 /// Scores of points with the given predicted means and variances (for ei, log_ei, pi, lcb; thompson
@@ -76,7 +80,7 @@ struct selection {
 
 /// The k best rows of `candidates` (min(k, rows) of them) under the acquisition `s`. thompson needs
 /// `r` (one joint draw is made; for a batch of Thompson samples call once per batch element) and
-/// throws kf::error without it.
+/// throws kf::error without it. A mean_offset of the wrong size throws kf::error.
 selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candidates, const spec& s,
                  std::size_t k, rng* r = nullptr);
 /// The best row; throws kf::error when there is no candidate.

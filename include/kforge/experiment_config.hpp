@@ -1,7 +1,8 @@
 // kf::experiment_spec: an experiment config (YAML or JSON), read and validated.
 //
-// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule, plugins (README.md
-// shows one; plugins: shared-library plug-ins to load first, docs/plugins.md).
+// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule, transfer, plugins
+// (README.md shows one; transfer: docs/transfer.md; plugins: shared-library plug-ins to load first,
+// docs/plugins.md).
 // Every problem is reported as a kf::config_error naming the file, the line, the key path and the reason;
 // plug-in options are checked against their registry's option table before anything runs.
 #pragma once
@@ -17,6 +18,7 @@
 #include "kforge/document.hpp"
 #include "kforge/problem.hpp"
 #include "kforge/registry.hpp"
+#include "kforge/transfer.hpp"
 
 namespace kf {
 
@@ -45,6 +47,10 @@ struct experiment_spec {
   schedule_mode schedule = schedule_mode::continuous;
   std::filesystem::path base_dir;
   nlohmann::json raw;  ///< the config as read, recorded with the run
+  /// `transfer:` recordings of the same kernel measured elsewhere (resolved paths), and their records
+  /// bound to prob.space (null without transfer); the strategy gets them through set_transfer().
+  std::vector<std::string> transfer;
+  std::shared_ptr<const transfer_data> transfer_records;
   std::vector<std::string> plugins;  ///< shared-library plug-ins it loaded (resolved paths), in order
 };
 

@@ -2,9 +2,13 @@
 // simulated-time budget of the space's end cutoff plus a margin, scored with kf::score_runs.
 //
 // A score config (YAML or JSON):
-//   spaces:                 # each: a recording, and optionally the T1 file that defines its space
-//     - {name: convolution/A100, recording: path/A100.json.gz, t1: path/T1.json}
-//   strategies: [random, {type: ga, params: {population_size: 20}}]
+//   spaces:                 # each: a recording, and optionally the T1 file that defines its space and
+//                           # recordings of the same kernel elsewhere (transfer, for strategies that ask)
+//     - {name: convolution/A100, recording: path/A100.json.gz, t1: path/T1.json,
+//        transfer: [path/A4000.json.gz, path/MI250X.json.gz]}
+//   strategies: [random, {type: ga, params: {population_size: 20}},
+//                {type: hybrid, transfer: true}]   # transfer: true: the space's transfer records
+//                                                  # (docs/transfer.md); the label gets " +transfer"
 //   seeds: 100              # runs per strategy and space (seeds seed_base .. seed_base + seeds - 1)
 //   seed_base: 0
 //   cutoff_start: 0.01
@@ -34,11 +38,13 @@ struct score_space_spec {
   std::string name;
   std::string recording;  ///< resolved path
   std::string t1;         ///< resolved path, or empty: the space is the recorded configurations
+  std::vector<std::string> transfer;  ///< resolved paths of recordings of the same kernel elsewhere
 };
 
 struct score_job {
   std::vector<score_space_spec> spaces;
   std::vector<plugin_spec> strategies;
+  std::vector<bool> strategy_transfer;  ///< per strategy: give it the space's transfer records
   std::size_t seeds = 10;
   std::uint64_t seed_base = 0;
   score_settings settings;

@@ -7,6 +7,7 @@
 //     std::vector<kf::config> propose(const kf::search_state& s, std::size_t n);   // required
 //     void observe(const kf::search_state& s, std::span<const kf::trial> done);    // required
 //     bool finished(const kf::search_state& s) const;                              // optional
+//     void set_transfer(std::shared_ptr<const kf::transfer_data> t);               // optional
 //   };
 //
 // and is held by value in kf::strategy. Contract of propose(): at most n configurations, each valid,
@@ -31,6 +32,7 @@
 #include "kforge/options.hpp"
 #include "kforge/registry.hpp"
 #include "kforge/space.hpp"
+#include "kforge/transfer.hpp"
 #include "kforge/trial.hpp"
 
 namespace kf {
@@ -74,6 +76,10 @@ template <class T>
 concept has_finished = requires(const T& s, const search_state& st) {
   { s.finished(st) } -> std::convertible_to<bool>;
 };
+template <class T>
+concept has_transfer = requires(T& s, std::shared_ptr<const transfer_data> t) {
+  s.set_transfer(t);
+};
 }  // namespace detail
 
 class strategy {
@@ -90,6 +96,11 @@ class strategy {
   std::vector<config> propose(const search_state& s, std::size_t n) { return impl_->propose(s, n); }
   void observe(const search_state& s, std::span<const trial> done) { impl_->observe(s, done); }
   bool finished(const search_state& s) const { return impl_->finished(s); }
+  /// True when the held strategy takes transfer data (it has set_transfer).
+  bool accepts_transfer() const noexcept { return impl_->accepts_transfer(); }
+  /// Hands the strategy records of other runs before initialize(); ignored by strategies that do not
+  /// accept transfer (callers check accepts_transfer() and report misuse).
+  void set_transfer(std::shared_ptr<const transfer_data> t) { impl_->set_transfer(std::move(t)); }
   const std::string& name() const noexcept { return name_; }
   void set_name(std::string n) { name_ = std::move(n); }
 
@@ -107,6 +118,8 @@ class strategy {
     virtual std::vector<config> propose(const search_state&, std::size_t) = 0;
     virtual void observe(const search_state&, std::span<const trial>) = 0;
     virtual bool finished(const search_state&) const = 0;
+    virtual bool accepts_transfer() const noexcept = 0;
+    virtual void set_transfer(std::shared_ptr<const transfer_data>) = 0;
   };
   template <class T>
   struct model final : concept_t {
@@ -119,6 +132,10 @@ class strategy {
     bool finished(const search_state& s) const override {
       if constexpr (detail::has_finished<T>) return value.finished(s);
       return false;
+    }
+    bool accepts_transfer() const noexcept override { return detail::has_transfer<T>; }
+    void set_transfer(std::shared_ptr<const transfer_data> t) override {
+      if constexpr (detail::has_transfer<T>) value.set_transfer(std::move(t));
     }
     T value;
   };

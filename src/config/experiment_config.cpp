@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
+#include <memory>
 #include <set>
 
 #include "kforge/error.hpp"
@@ -10,6 +12,7 @@
 #include "kforge/kforge.hpp"
 #include "kforge/plugin.hpp"
 #include "kforge/strategy.hpp"
+#include "kforge/transfer.hpp"
 
 namespace kf {
 
@@ -47,6 +50,37 @@ std::optional<double> positive_number(const document& doc, const json& node, con
   if (integer && (std::floor(x) != x || x > 1e15)) loc.fail("expected a whole number, got " + describe_json(v));
   return x;
 }
+// `transfer: [recording, ...]`: the recordings must exist, the strategy must take them, and each must
+// hold successful configurations of the problem's space (they are bound to it now, so that a mistake
+// stops before anything runs).
+void read_transfer(const document& doc, experiment_spec& s, bool strategy_takes_transfer) {
+  const auto& node = doc.root["transfer"];
+  if (!node.is_array() || node.empty())
+    doc.at("transfer").fail("expected a non-empty list of recordings of this kernel (Kernel Tuner cache, T4 or KTT)");
+  if (!strategy_takes_transfer)
+    doc.at("transfer").fail("strategy '" + s.strategy.type +
+                            "' does not use transfer records (bo, hybrid and ga do; docs/transfer.md)");
+  auto records = std::make_shared<transfer_data>();
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const auto where = doc.at("transfer[" + std::to_string(i) + "]");
+    if (!node[i].is_string() || node[i].get<std::string>().empty())
+      where.fail("expected the path of a recording, got " + describe_json(node[i]));
+    const std::string path = resolve_path(node[i].get<std::string>(), doc.base_dir);
+    if (path.rfind("embedded:", 0) != 0 && !std::filesystem::is_regular_file(path))
+      where.fail("no such file: " + path);
+    try {
+      auto one = load_transfer({path}, s.prob.space);
+      records->sources.push_back(std::move(one.sources.front()));
+    } catch (const config_error&) {
+      throw;
+    } catch (const std::exception& e) {
+      where.fail(e.what());
+    }
+    s.transfer.push_back(path);
+  }
+  s.transfer_records = std::move(records);
+}
+
 }  // namespace
 
 std::vector<std::string> load_config_plugins(const document& doc, const std::string& key) {
@@ -70,13 +104,13 @@ experiment_spec parse_experiment(const document& doc) {
   if (!root.is_object())
     doc.at("").fail(
         "expected a mapping (name, problem, strategy, evaluator, budget, seed, output, batch_size)");
-  static const std::set<std::string> known = {"name", "problem", "strategy",   "evaluator", "budget",
-                                              "seed", "output",  "batch_size", "schedule",  "plugins"};
+  static const std::set<std::string> known = {"name",       "problem",  "strategy", "evaluator", "budget", "seed",
+                                              "output",     "batch_size", "schedule", "transfer", "plugins"};
   for (const auto& [k, v] : root.items())
     if (!known.count(k))
       doc.at(k).fail(
           "unknown key (expected one of name, problem, strategy, evaluator, budget, seed, output, "
-          "batch_size, schedule, plugins)");
+          "batch_size, schedule, transfer, plugins)");
   experiment_spec s;
   // Plug-ins first: the strategy, evaluator and transforms below may come from them.
   s.plugins = load_config_plugins(doc, "plugins");
@@ -96,10 +130,12 @@ experiment_spec parse_experiment(const document& doc) {
   s.prob = load_problem(doc, "problem");
   if (!root.contains("strategy")) doc.at("").fail("missing key 'strategy' ({type: <name>, params: {...}})");
   s.strategy = read_plugin(doc, root["strategy"], "strategy");
+  bool strategy_takes_transfer = false;
   {
     // Validate the options now, so that a bad config fails before anything runs.
-    (void)strategy_registry().create(s.strategy);
+    strategy_takes_transfer = strategy_registry().create(s.strategy).accepts_transfer();
   }
+  if (root.contains("transfer")) read_transfer(doc, s, strategy_takes_transfer);
   if (!root.contains("evaluator"))
     doc.at("").fail("missing key 'evaluator' ({type: replay, params: {file: ...}})");
   s.evaluator = read_plugin(doc, root["evaluator"], "evaluator");

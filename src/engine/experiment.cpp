@@ -301,6 +301,12 @@ json experiment_fingerprint(const experiment_spec& s) {
              {"batch_size", s.batch_size ? json(*s.batch_size) : json(nullptr)}};
   // Only when not the default, so that runs stored before the key existed still resume.
   if (s.schedule == schedule_mode::batches) fp["schedule"] = "batches";
+  if (!s.transfer.empty()) {  // the records the strategy starts from (docs/transfer.md)
+    json t = json::array();
+    for (const auto& f : s.transfer)
+      t.push_back(std::filesystem::weakly_canonical(f).string());
+    fp["transfer"] = t;
+  }
   return canonical_fingerprint(std::move(fp), s.base_dir);
 }
 
@@ -414,6 +420,7 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
   try {
     auto strat = strategy_registry().create(spec.strategy);
     strat.set_name(spec.strategy.type);
+    if (spec.transfer_records) strat.set_transfer(spec.transfer_records);
     const evaluator_context ctx{spec.prob, spec.base_dir, folder};
     const auto setup_start = std::chrono::steady_clock::now();
     auto eval =

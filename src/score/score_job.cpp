@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <set>
 
 #include "kforge/document.hpp"
@@ -12,6 +14,7 @@
 #include "kforge/experiment_config.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/problem.hpp"
+#include "kforge/transfer.hpp"
 #include "kforge/evaluators/replay.hpp"
 
 namespace kf {
@@ -54,8 +57,8 @@ score_job parse_score_job(const document& doc) {
     const auto& s = root["spaces"][i];
     if (!s.is_object()) doc.at(key).fail("expected {name, recording, t1}");
     for (const auto& [k, v] : s.items())
-      if (k != "name" && k != "recording" && k != "t1")
-        doc.at(key + "." + k).fail("unknown key (expected name, recording, t1)");
+      if (k != "name" && k != "recording" && k != "t1" && k != "transfer")
+        doc.at(key + "." + k).fail("unknown key (expected name, recording, t1, transfer)");
     if (!s.contains("recording") || !s["recording"].is_string())
       doc.at(key + ".recording").fail("expected the path of a recorded space");
     score_space_spec sp;
@@ -63,6 +66,17 @@ score_job parse_score_job(const document& doc) {
     if (s.contains("t1")) {
       if (!s["t1"].is_string()) doc.at(key + ".t1").fail("expected the path of a T1 file");
       sp.t1 = resolve_path(s["t1"].get<std::string>(), doc.base_dir);
+    }
+    if (s.contains("transfer")) {
+      if (!s["transfer"].is_array() || s["transfer"].empty())
+        doc.at(key + ".transfer").fail("expected a non-empty list of recordings of the same kernel");
+      for (std::size_t t = 0; t < s["transfer"].size(); ++t) {
+        const auto tkey = key + ".transfer[" + std::to_string(t) + "]";
+        if (!s["transfer"][t].is_string()) doc.at(tkey).fail("expected the path of a recording");
+        sp.transfer.push_back(resolve_path(s["transfer"][t].get<std::string>(), doc.base_dir));
+        if (!std::filesystem::is_regular_file(sp.transfer.back()))
+          doc.at(tkey).fail("no such file: " + sp.transfer.back());
+      }
     }
     sp.name = s.contains("name") && s["name"].is_string() ? s["name"].get<std::string>() : sp.recording;
     job.spaces.push_back(std::move(sp));
@@ -74,18 +88,27 @@ score_job parse_score_job(const document& doc) {
     const auto& s = root["strategies"][i];
     plugin_spec p;
     p.where = doc.at(key);
+    bool transfer = false;
     if (s.is_string()) {
       p.type = s.get<std::string>();
     } else if (s.is_object() && s.contains("type") && s["type"].is_string()) {
       for (const auto& [k, v] : s.items())
-        if (k != "type" && k != "params") doc.at(key + "." + k).fail("unknown key (expected type, params)");
+        if (k != "type" && k != "params" && k != "transfer")
+          doc.at(key + "." + k).fail("unknown key (expected type, params, transfer)");
       p.type = s["type"].get<std::string>();
       p.params = s.value("params", json::object());
+      if (s.contains("transfer")) {
+        if (!s["transfer"].is_boolean()) doc.at(key + ".transfer").fail("expected true or false");
+        transfer = s["transfer"].get<bool>();
+      }
     } else {
-      p.where.fail("expected a strategy name or {type, params}");
+      p.where.fail("expected a strategy name or {type, params, transfer}");
     }
-    (void)strategy_registry().validate(p);
+    const bool takes = strategy_registry().create(p).accepts_transfer();
+    if (transfer && !takes)
+      doc.at(key + ".transfer").fail("strategy '" + p.type + "' does not use transfer records");
     job.strategies.push_back(std::move(p));
+    job.strategy_transfer.push_back(transfer);
   }
   auto number = [&](const char* k, double lo, double hi, bool integer) -> std::optional<double> {
     if (!root.contains(k)) return std::nullopt;
@@ -107,6 +130,13 @@ score_job parse_score_job(const document& doc) {
   if (auto x = number("budget_margin", 0, 10, false)) job.budget_margin = *x;
   if (job.settings.cutoff_start >= job.settings.cutoff_end)
     doc.at("cutoff_start").fail("must be below cutoff_end");
+  for (std::size_t i = 0; i < job.strategies.size(); ++i) {
+    if (!job.strategy_transfer[i]) continue;
+    for (std::size_t k = 0; k < job.spaces.size(); ++k)
+      if (job.spaces[k].transfer.empty())
+        doc.at("spaces[" + std::to_string(k) + "]")
+            .fail("strategies[" + std::to_string(i) + "] asks for transfer, but this space names no transfer recordings");
+  }
   if (root.contains("external")) {
     if (!root["external"].is_array()) doc.at("external").fail("expected a list of files");
     for (std::size_t i = 0; i < root["external"].size(); ++i) {
@@ -170,9 +200,11 @@ score_table run_score_job(const score_job& job, const std::function<void(const s
   score_table table;
   for (const auto& s : job.spaces)
     table.spaces.push_back(s.name);
-  for (const auto& s : job.strategies) {
+  for (std::size_t i = 0; i < job.strategies.size(); ++i) {
+    const auto& s = job.strategies[i];
     std::string label = s.type;
     if (s.params.is_object() && !s.params.empty()) label += s.params.dump();
+    if (i < job.strategy_transfer.size() && job.strategy_transfer[i]) label += " +transfer";
     table.strategies.push_back(label);
   }
   // Other tools' strategies: every one must have runs for every space.
@@ -205,11 +237,16 @@ score_table run_score_job(const score_job& job, const std::function<void(const s
     prob.space = sp.t1.empty() ? recorded_space(*rec) : load_t1(sp.t1).space;
     prob.source_kind = sp.t1.empty() ? "cache" : "t1";
     const double budget_s = stats.cutoff_point(job.settings.cutoff_end).time_s * (1 + job.budget_margin);
+    std::shared_ptr<const transfer_data> transfer;  // loaded once per space, when a strategy asks
     for (std::size_t si = 0; si < job.strategies.size(); ++si) {
+      const bool with_transfer = si < job.strategy_transfer.size() && job.strategy_transfer[si];
+      if (with_transfer && !transfer)
+        transfer = std::make_shared<const transfer_data>(load_transfer(sp.transfer, prob.space));
       std::vector<run_trace> runs(job.seeds);
       tbb::parallel_for(std::size_t{0}, job.seeds, [&](std::size_t r) {
         auto strat = strategy_registry().create(job.strategies[si]);
         strat.set_name(job.strategies[si].type);
+        if (with_transfer) strat.set_transfer(transfer);
         evaluator eval(replay_evaluator(rec, prob.space));
         budget_spec b;
         b.simulated_seconds = budget_s;

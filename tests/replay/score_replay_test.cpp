@@ -20,7 +20,7 @@ score_job six_spaces(const std::filesystem::path& data) {
   for (const char* k : {"convolution", "dedispersion"})
     for (const char* g : {"A100", "A4000", "MI250X"})
       job.spaces.push_back({std::string(k) + "/" + g, (hub / k / (std::string(g) + ".json.gz")).string(),
-                            (hub / k / "T1.json").string()});
+                            (hub / k / "T1.json").string(), {}});
   return job;
 }
 

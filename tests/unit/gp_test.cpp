@@ -288,6 +288,54 @@ TEST(Gp, VarianceBoundIsAnUpperBound) {
   }
 }
 
+// The AVX2 kernels (gp_options::simd, used where the CPU has AVX2 and FMA) and the baseline path
+// agree to rounding: predictions, variance bounds, and therefore the acquisition's choices.
+TEST(Gp, SimdAndBaselinePredictionsAgree) {
+  rng r(23);
+  for (const auto kind : kKernels) {
+    for (const double l : {0.02, 0.3, 2.0}) {
+      const Eigen::Index n = 300, d = 5;
+      const Eigen::MatrixXd X = uniform_points(r, n, d);
+      const Eigen::VectorXd y = smooth_targets(X).array() + 100.0;
+      gp fast(d, {.kernel = kind}), base(d, {.kernel = kind, .simd = false});
+      const gp_hyper h = make_hyper(std::vector<double>(d, l), 1.3, 1e-4);
+      fast.fit_fixed(X, y, h);
+      base.fit_fixed(X, y, h);
+      Eigen::MatrixXd P = uniform_points(r, 1001, d);  // odd: the padded tail too
+      P.topRows(n) = X;
+      const gp_prediction a = fast.predict(P), b = base.predict(P);
+      const double scale = 1.0 + y.cwiseAbs().maxCoeff();
+      EXPECT_LT((a.mean - b.mean).cwiseAbs().maxCoeff(), 1e-12 * scale) << to_string(kind) << " l=" << l;
+      EXPECT_LT((a.variance - b.variance).cwiseAbs().maxCoeff(), 1e-11 * base.y_std() * base.y_std())
+          << to_string(kind) << " l=" << l;
+      Eigen::VectorXd ma(P.rows()), va(P.rows()), mb(P.rows()), vb(P.rows());
+      for (const std::size_t k : {4, 16}) {  // 16: the two-pass top-k needs n >= 16 k
+        fast.predict_mean_and_variance_bound(P, ma, va, k);
+        base.predict_mean_and_variance_bound(P, mb, vb, k);
+        EXPECT_LT((va - vb).cwiseAbs().maxCoeff(), 1e-11 * base.y_std() * base.y_std()) << "k=" << k;
+        EXPECT_TRUE((va.array() >= a.variance.array()).all()) << "k=" << k;
+      }
+    }
+  }
+}
+
+// More than 64 dimensions: the AVX2 distance kernel is skipped (its per-row buffer holds 64), and the
+// result is still the baseline's.
+TEST(Gp, SimdPathBeyondSixtyFourDimensions) {
+  rng r(29);
+  const Eigen::Index n = 40, d = 70;
+  const Eigen::MatrixXd X = uniform_points(r, n, d);
+  const Eigen::VectorXd y = X.rowwise().sum();
+  gp fast(d), base(d, {.simd = false});
+  const gp_hyper h = make_hyper(std::vector<double>(d, 3.0), 1.0, 1e-4);
+  fast.fit_fixed(X, y, h);
+  base.fit_fixed(X, y, h);
+  const Eigen::MatrixXd P = uniform_points(r, 33, d);
+  const gp_prediction a = fast.predict(P), b = base.predict(P);
+  EXPECT_LT((a.mean - b.mean).cwiseAbs().maxCoeff(), 1e-10 * (1.0 + y.cwiseAbs().maxCoeff()));
+  EXPECT_LT((a.variance - b.variance).cwiseAbs().maxCoeff(), 1e-10 * base.y_std() * base.y_std());
+}
+
 TEST(Gp, PriorWithoutData) {
   gp g(2);
   Eigen::MatrixXd P(3, 2);

@@ -23,6 +23,8 @@
 //                            1 with replacement "plus" is a steady-state GA
 //   local_search [0]         fraction of children that are an unmeasured one-gene neighbour of the best
 //                            individual (a memetic step: exploits the best basin directly)
+//   transfer_initial [5]     with transfer (docs/transfer.md): members of the initial population taken
+//                            from the records' best (the rest are uniform draws)
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,7 @@
 
 #include "kforge/random.hpp"
 #include "kforge/strategy.hpp"
+#include "kforge/transfer.hpp"
 
 namespace kf::strategies {
 
@@ -46,6 +49,7 @@ struct genetic_options {
   double immigrants = 0.0;
   std::size_t generation_size = 1;  // 0: population_size
   double local_search = 0.0;
+  std::size_t transfer_initial = 5;
 };
 
 /// A child of parents a and b: crossover (opt.crossover) then per-gene mutation (opt.mutation_rate,
@@ -63,6 +67,7 @@ class genetic {
   std::vector<config> propose(const search_state& s, std::size_t n);
   void observe(const search_state& s, std::span<const trial> done);
   bool finished(const search_state& s) const;
+  void set_transfer(std::shared_ptr<const transfer_data> t);
 
  private:
   struct member {
@@ -82,6 +87,8 @@ class genetic {
   std::vector<member> offspring_;   // evaluated (or known) children of the current generation
   std::size_t awaiting_ = 0;        // proposed children not yet observed
   bool exhausted_ = false;
+  transfer_prior prior_;
+  std::size_t from_prior_ = 0;  // initial members taken from the prior so far
 };
 
 void register_genetic();

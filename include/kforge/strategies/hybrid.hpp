@@ -7,14 +7,26 @@
 // the population can (e.g. a tensor-core implementation whose constraints pin several other
 // parameters): the model picks one when its uncertainty there makes it worth a trial. Cheap per
 // proposal (the GP scores only the candidates), so it also serves spaces too large to enumerate.
+// Transfer (docs/transfer.md): the first `transfer_initial` configurations are the records' best, the
+// GP sits on the records' prior mean (as in "bo"), and `transfer_immigrants` of the immigrants come
+// from the best unvisited configurations by the prior (the first `transfer_pool` of them).
+// Bottleneck-guided operators (operators: bandit; issue 15 item 1, include/kforge/strategies/operators.hpp):
+// a `bandit_share` of the bred children are a parent with the genes of one family mutated, the family
+// chosen by a contextual bandit from the parent's bottleneck (its metrics) and rewarded when the child,
+// once evaluated, beats its parent; the GP screens them with the other children as before.
 // Options (defaults): population_size 10, offspring 64, immigrants 8, epsilon 0.1, initial_samples 10,
-// refit_every 8, max_points 400, mutation_rate 0.2.
+// refit_every 8, max_points 400, mutation_rate 0.2; transfer_initial 3, transfer_immigrants 4,
+// transfer_pool 64, transfer_mean true, transfer_weight 0.5, transfer_strength 4; operators genetic
+// (genetic, bandit), bandit_share 0.5, bandit_prior 1.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "kforge/strategies/bayesian.hpp"
 #include "kforge/strategies/genetic.hpp"
+#include "kforge/strategies/operators.hpp"
 #include "kforge/strategy.hpp"
 
 namespace kf::strategies {
@@ -28,6 +40,15 @@ struct hybrid_options {
   std::size_t refit_every = 8;
   std::size_t max_points = 400;
   double mutation_rate = 0.2;
+  std::size_t transfer_initial = 3;
+  std::size_t transfer_immigrants = 4;
+  std::size_t transfer_pool = 64;
+  bool transfer_mean = true;
+  double transfer_weight = 0.5;
+  double transfer_strength = 4;
+  std::string operators = "genetic";  ///< genetic | bandit
+  double bandit_share = 0.5;
+  double bandit_prior = 1.0;
 };
 
 class hybrid {
@@ -36,8 +57,23 @@ class hybrid {
   void initialize(const search_space& space, std::uint64_t seed);
   std::vector<config> propose(const search_state& s, std::size_t n);
   void observe(const search_state& s, std::span<const trial> done);
+  void set_transfer(std::shared_ptr<const transfer_data> t) { transfer_ = std::move(t); }
 
  private:
+  /// Up to `count` unvisited configurations drawn from the first transfer_pool unvisited ones by the
+  /// transfer prior (none without transfer).
+  std::vector<config> prior_immigrants(const search_state& s, const std::vector<config>& taken, std::size_t count);
+  std::shared_ptr<const transfer_data> transfer_;
+  // Bottleneck-guided operators: the bandit, each observed configuration's bottleneck, and where each
+  // proposed family-mutation child came from (rewarded when it is observed).
+  struct origin {
+    bottleneck context;
+    operator_family family;
+    double parent_fitness;
+  };
+  operator_bandit bandit_;
+  std::map<config, bottleneck> bottleneck_of_;
+  std::map<config, origin> origin_;
   hybrid_options opt_;
   rng rng_{0};
   std::unique_ptr<bayesian> model_;                    // the surrogate (its own proposal logic is not used)
