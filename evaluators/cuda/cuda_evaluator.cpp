@@ -89,7 +89,8 @@ std::filesystem::path repository_python_dir() {
     std::error_code ec;
     return std::filesystem::exists(d / "kforge/triton/compile_server.py", ec);
   };
-  if (const char* e = std::getenv("KFORGE_SOURCE_DIR"); e && *e && has_server(std::filesystem::path(e) / "python"))
+  if (const char* e = std::getenv("KFORGE_SOURCE_DIR");
+      e && *e && has_server(std::filesystem::path(e) / "python"))
     return std::filesystem::path(e) / "python";
   std::filesystem::path d = default_worker_path().parent_path();
   for (int up = 0; up < 4 && !d.empty(); ++up, d = d.parent_path())
@@ -415,9 +416,11 @@ void register_cuda_evaluator() {
       {
           optional_option("devices", option_type::list, "GPU indices to use (default: every visible GPU)"),
           int_option("workers_per_device", 1, "worker processes per GPU", 1, 64),
-          int_option("compile_threads", 0, "NVRTC threads or Triton compile processes (0: one per core)", 0, 1024),
-          optional_option("python", option_type::string,
-                          "the Python with triton for Triton kernels (default: $KFORGE_PYTHON, <repo>/.venv, python3)"),
+          int_option("compile_threads", 0, "NVRTC threads or Triton compile processes (0: one per core)", 0,
+                     1024),
+          optional_option(
+              "python", option_type::string,
+              "the Python with triton for Triton kernels (default: $KFORGE_PYTHON, <repo>/.venv, python3)"),
           string_option("arch", "sm_90", "the architecture compiled for"),
           optional_option("cache_dir", option_type::string,
                           "compile cache (default ~/.cache/kforge or $KFORGE_CACHE)"),

@@ -33,7 +33,8 @@ std::filesystem::path python_dir() {
     std::error_code ec;
     return std::filesystem::exists(d / worker_script, ec);
   };
-  if (const char* e = std::getenv("KFORGE_SOURCE_DIR"); e && *e && has_worker(std::filesystem::path(e) / "python"))
+  if (const char* e = std::getenv("KFORGE_SOURCE_DIR");
+      e && *e && has_worker(std::filesystem::path(e) / "python"))
     return std::filesystem::path(e) / "python";
   char buf[4096];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -79,15 +80,16 @@ struct program_options {
       p.python = "python3";  // the GPU machine's, with torch and triton (<repo>/.venv has no torch)
     }
     if (o.has("worker_args")) p.worker_args = o.json("worker_args").get<std::vector<std::string>>();
-    p.cache_dir = o.has("cache_dir") ? std::filesystem::path(resolve_path(o.string("cache_dir"), ctx.base_dir))
-                                     : default_cache_dir();
+    p.cache_dir = o.has("cache_dir")
+                      ? std::filesystem::path(resolve_path(o.string("cache_dir"), ctx.base_dir))
+                      : default_cache_dir();
     if (o.has("devices")) {
       p.run.devices = o.json("devices").get<std::vector<int>>();
       if (p.run.devices.empty()) o.fail("devices", "give at least one device index");
       p.all_devices = false;
     }
-    p.run.command = {p.python, p.worker.string(), "--device", "{device}", "--cache",
-                     (p.cache_dir / "programs").string()};
+    p.run.command = {p.python,   p.worker.string(), "--device",
+                     "{device}", "--cache",         (p.cache_dir / "programs").string()};
     p.run.command.insert(p.run.command.end(), p.worker_args.begin(), p.worker_args.end());
     p.run.workers_per_device = static_cast<int>(o.integer("workers_per_device"));
     p.run.log_dir = ctx.run_dir.empty() ? p.cache_dir / "logs" : ctx.run_dir / "workers";
@@ -99,7 +101,8 @@ struct program_options {
                 {"target_rel_ci", o.real("target_rel_ci")},
                 {"max_seconds", o.real("max_timing_seconds")},
                 {"flush_l2", o.boolean("flush_l2")}};
-    if (o.integer("min_repeats") > o.integer("max_repeats")) o.fail("min_repeats", "must not exceed max_repeats");
+    if (o.integer("min_repeats") > o.integer("max_repeats"))
+      o.fail("min_repeats", "must not exceed max_repeats");
     p.profile = o.boolean("profile");
     p.profile_calls = static_cast<int>(o.integer("profile_calls"));
     if (o.has("metrics")) {
@@ -125,7 +128,8 @@ class program_evaluator final : public async_evaluator {
     if (opt_.all_devices) {
       const int n = count_devices(opt_);
       if (n <= 0)
-        throw error("no GPU is visible to " + opt_.python + " (torch.cuda.device_count() is 0, or torch is "
+        throw error("no GPU is visible to " + opt_.python +
+                    " (torch.cuda.device_count() is 0, or torch is "
                     "missing); the program evaluator needs one (or worker_args: [--fake] for tests)");
       opt_.run.devices.clear();
       for (int d = 0; d < n; ++d)
@@ -221,8 +225,8 @@ class program_evaluator final : public async_evaluator {
       t.error = o.error;
     } else {
       read_answer(o.answer, t);
-      t.cost.framework = std::max(0.0, o.on_worker_s - t.cost.compile - t.cost.check - t.cost.benchmark -
-                                           t.cost.profile);
+      t.cost.framework =
+          std::max(0.0, o.on_worker_s - t.cost.compile - t.cost.check - t.cost.benchmark - t.cost.profile);
       t.metrics["kforge.queue_s"] = o.queue_s;
       if (o.losses > 0 && !t.ok() && t.error.empty()) t.error = "after a lost worker (" + o.first_loss + ")";
     }
@@ -298,28 +302,33 @@ void register_program_evaluator() {
                           "the Python with torch and triton (default: $KFORGE_PYTHON, else python3)"),
           optional_option("cache_dir", option_type::string,
                           "variants' sources and logs (default ~/.cache/kforge or $KFORGE_CACHE)"),
-          optional_option("worker_args", option_type::list, "extra arguments of the worker (tests use --fake)"),
+          optional_option("worker_args", option_type::list,
+                          "extra arguments of the worker (tests use --fake)"),
           int_option("warmup", 3, "untimed calls before timing", 0, 1000),
           int_option("min_repeats", 15, "timed calls at least", 3, 100000),
           int_option("max_repeats", 200, "timed calls at most", 3, 100000),
-          real_option("target_rel_ci", 0.01, "stop when the 95% CI of the median is within this fraction", 0, 1),
+          real_option("target_rel_ci", 0.01, "stop when the 95% CI of the median is within this fraction", 0,
+                      1),
           real_option("max_timing_seconds", 3.0, "time budget of the timing of one shape", 0.001, 3600),
           bool_option("flush_l2", true, "rewrite a buffer of twice the L2 before each timed call"),
           bool_option("profile", true, "the kernels' own time from CUPTI activity records (torch.profiler)"),
           int_option("profile_calls", 5, "calls recorded for the kernels' time", 1, 1000),
-          optional_option("metrics", option_type::list,
-                          "CUPTI metrics of the call's kernels, summed (experimental: Kineto's range profiler)"),
-          real_option("request_timeout_s", 120.0,
-                      "a worker silent this long is killed (the first call of a variant compiles its kernels)", 1,
-                      86400),
+          optional_option(
+              "metrics", option_type::list,
+              "CUPTI metrics of the call's kernels, summed (experimental: Kineto's range profiler)"),
+          real_option(
+              "request_timeout_s", 120.0,
+              "a worker silent this long is killed (the first call of a variant compiles its kernels)", 1,
+              86400),
           int_option("retry_lost", 1,
-                     "times a variant whose worker died unannounced is dispatched again before it is crashed", 0,
-                     10),
+                     "times a variant whose worker died unannounced is dispatched again before it is crashed",
+                     0, 10),
       },
       [](const options& o, const evaluator_context& ctx) -> evaluator {
         if (!ctx.prob.program_desc)
           o.where().fail(
-              "the program evaluator needs a program-level problem: problem: {program: file.py, call: wrapper, "
+              "the program evaluator needs a program-level problem: problem: {program: file.py, call: "
+              "wrapper, "
               "inputs: file.py:function, parameters: [...]}");
         return evaluator(
             std::make_unique<program_evaluator>(ctx.prob.program_desc, program_options::parse(o, ctx)));

@@ -7,6 +7,7 @@
 // plug-in options are checked against their registry's option table before anything runs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -30,7 +31,14 @@ struct budget_spec {
   std::optional<std::size_t> evaluations;
   std::optional<double> wall_seconds;
   std::optional<double> simulated_seconds;
+  /// After the wall-time budget, how long trials in flight may still finish; those still running then are
+  /// dropped as on an interrupt (not stored: a --resume with a larger budget evaluates them). Unset: 10% of
+  /// wall_seconds, at least 5 s.
+  std::optional<double> wall_grace_seconds;
   bool unlimited() const noexcept { return !evaluations && !wall_seconds && !simulated_seconds; }
+  double wall_grace() const noexcept {
+    return wall_grace_seconds.value_or(std::max(5.0, 0.1 * wall_seconds.value_or(0.0)));
+  }
 };
 
 /// A validated experiment configuration.

@@ -47,7 +47,8 @@ std::optional<double> positive_number(const document& doc, const json& node, con
   if (!v.is_number() || v.is_boolean()) loc.fail("expected a positive number, got " + describe_json(v));
   const double x = v.get<double>();
   if (!(x > 0) || !std::isfinite(x)) loc.fail("expected a positive number, got " + describe_json(v));
-  if (integer && (std::floor(x) != x || x > 1e15)) loc.fail("expected a whole number, got " + describe_json(v));
+  if (integer && (std::floor(x) != x || x > 1e15))
+    loc.fail("expected a whole number, got " + describe_json(v));
   return x;
 }
 // `transfer: [recording, ...]`: the recordings must exist, the strategy must take them, and each must
@@ -56,10 +57,12 @@ std::optional<double> positive_number(const document& doc, const json& node, con
 void read_transfer(const document& doc, experiment_spec& s, bool strategy_takes_transfer) {
   const auto& node = doc.root["transfer"];
   if (!node.is_array() || node.empty())
-    doc.at("transfer").fail("expected a non-empty list of recordings of this kernel (Kernel Tuner cache, T4 or KTT)");
+    doc.at("transfer")
+        .fail("expected a non-empty list of recordings of this kernel (Kernel Tuner cache, T4 or KTT)");
   if (!strategy_takes_transfer)
-    doc.at("transfer").fail("strategy '" + s.strategy.type +
-                            "' does not use transfer records (bo, hybrid and ga do; docs/transfer.md)");
+    doc.at("transfer")
+        .fail("strategy '" + s.strategy.type +
+              "' does not use transfer records (bo, hybrid and ga do; docs/transfer.md)");
   auto records = std::make_shared<transfer_data>();
   for (std::size_t i = 0; i < node.size(); ++i) {
     const auto where = doc.at("transfer[" + std::to_string(i) + "]");
@@ -104,8 +107,9 @@ experiment_spec parse_experiment(const document& doc) {
   if (!root.is_object())
     doc.at("").fail(
         "expected a mapping (name, problem, strategy, evaluator, budget, seed, output, batch_size)");
-  static const std::set<std::string> known = {"name",       "problem",  "strategy", "evaluator", "budget", "seed",
-                                              "output",     "batch_size", "schedule", "transfer", "plugins"};
+  static const std::set<std::string> known = {"name",     "problem",  "strategy", "evaluator",
+                                              "budget",   "seed",     "output",   "batch_size",
+                                              "schedule", "transfer", "plugins"};
   for (const auto& [k, v] : root.items())
     if (!known.count(k))
       doc.at(k).fail(
@@ -118,7 +122,8 @@ experiment_spec parse_experiment(const document& doc) {
   s.base_dir = doc.base_dir;
   s.raw = root;
   if (root.contains("name")) {
-    if (!root["name"].is_string()) doc.at("name").fail("expected a string, got " + describe_json(root["name"]));
+    if (!root["name"].is_string())
+      doc.at("name").fail("expected a string, got " + describe_json(root["name"]));
     s.name = root["name"].get<std::string>();
     check_name(s.name, doc.at("name"));  // it names the run folder
   } else {
@@ -139,20 +144,22 @@ experiment_spec parse_experiment(const document& doc) {
   if (!root.contains("evaluator"))
     doc.at("").fail("missing key 'evaluator' ({type: replay, params: {file: ...}})");
   s.evaluator = read_plugin(doc, root["evaluator"], "evaluator");
-  {
-    (void)evaluator_registry().validate(s.evaluator);
-  }
+  { (void)evaluator_registry().validate(s.evaluator); }
   if (root.contains("budget")) {
     const auto& b = root["budget"];
     if (!b.is_object())
       doc.at("budget").fail("expected a mapping with evaluations, wall_time_s and/or simulated_time_s");
     for (const auto& [k, v] : b.items())
-      if (k != "evaluations" && k != "wall_time_s" && k != "simulated_time_s")
-        doc.at("budget." + k).fail("unknown key (expected evaluations, wall_time_s, simulated_time_s)");
+      if (k != "evaluations" && k != "wall_time_s" && k != "simulated_time_s" && k != "wall_grace_s")
+        doc.at("budget." + k)
+            .fail("unknown key (expected evaluations, wall_time_s, wall_grace_s, simulated_time_s)");
     if (auto e = positive_number(doc, b, "evaluations", true))
       s.budget.evaluations = static_cast<std::size_t>(*e);
     s.budget.wall_seconds = positive_number(doc, b, "wall_time_s", false);
     s.budget.simulated_seconds = positive_number(doc, b, "simulated_time_s", false);
+    s.budget.wall_grace_seconds = positive_number(doc, b, "wall_grace_s", false);
+    if (s.budget.wall_grace_seconds && !s.budget.wall_seconds)
+      doc.at("budget.wall_grace_s").fail("applies only with wall_time_s");
   }
   if (root.contains("seed")) s.seed = seed_value(root["seed"], doc.at("seed"));
   if (root.contains("batch_size")) {
@@ -168,7 +175,8 @@ experiment_spec parse_experiment(const document& doc) {
     else if (v == "batches")
       s.schedule = schedule_mode::batches;
     else
-      doc.at("schedule").fail("expected continuous (propose as results arrive) or batches (wait for each batch)");
+      doc.at("schedule")
+          .fail("expected continuous (propose as results arrive) or batches (wait for each batch)");
   }
   // Without `output:` the folder is chosen when the run starts (kf::choose_run_folder): a fresh one
   // under runs/, or with --resume the latest unfinished run of this experiment.

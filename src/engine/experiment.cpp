@@ -81,6 +81,12 @@ class loop {
       }
       if (!stopping_ && (opts_.schedule == schedule_mode::continuous || in_flight_.empty())) fill();
       if (in_flight_.empty()) break;  // nothing proposed, nothing running: done
+      if (wall_grace_over()) {
+        if (opts_.log)
+          *opts_.log << "note: " << in_flight_.size() << " trial(s) still in flight " << budget_.wall_grace()
+                     << " s after the wall-time budget were dropped (budget.wall_grace_s)\n";
+        break;  // as on an interrupt: not stored; a --resume with a larger budget evaluates them
+      }
       bool from_store = false;
       auto group = next_group(from_store);
       observe(std::move(group), from_store);
@@ -119,6 +125,12 @@ class loop {
     if (budget_.wall_seconds && stored_.empty() && wall_clock() >= *budget_.wall_seconds)
       return stop_reason::wall_time;
     return std::nullopt;
+  }
+
+  // After a wall-time stop, trials in flight may finish for the budget's grace period, no longer.
+  bool wall_grace_over() const {
+    return stopping_ && res_.reason == stop_reason::wall_time && budget_.wall_seconds && !simulated_ &&
+           wall_clock() >= *budget_.wall_seconds + budget_.wall_grace();
   }
 
   void stop(stop_reason r) {
@@ -389,6 +401,7 @@ json budget_json(const budget_spec& b) {
   if (b.evaluations) j["evaluations"] = *b.evaluations;
   if (b.wall_seconds) j["wall_time_s"] = *b.wall_seconds;
   if (b.simulated_seconds) j["simulated_time_s"] = *b.simulated_seconds;
+  if (b.wall_grace_seconds) j["wall_grace_s"] = *b.wall_grace_seconds;
   return j;
 }
 }  // namespace

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
+#include <sstream>
+#include <thread>
 
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
@@ -40,6 +43,35 @@ class one_at_a_time final : public async_evaluator {
  private:
   std::deque<evaluation_request> queue_;
   std::size_t* peak_;
+};
+
+// An asynchronous evaluator whose every result takes `each` of wall time, one at a time (a slow kernel
+// with adaptive repeats behind a queue of compiled variants).
+class slow_queue final : public async_evaluator {
+ public:
+  explicit slow_queue(std::chrono::milliseconds each) : each_(each) {}
+  void submit(std::vector<evaluation_request> r) override {
+    for (auto& x : r)
+      queue_.push_back(std::move(x));
+  }
+  std::vector<trial> collect(bool) override {
+    if (queue_.empty()) return {};
+    std::this_thread::sleep_for(each_);
+    auto r = std::move(queue_.front());
+    queue_.pop_front();
+    trial t;
+    t.sequence = r.sequence;
+    t.cfg = r.cfg;
+    t.st = status::ok;
+    t.time_ms = 1.0;
+    return {t};
+  }
+  std::size_t in_flight() const override { return queue_.size(); }
+  std::size_t parallelism() const override { return 8; }
+
+ private:
+  std::deque<evaluation_request> queue_;
+  std::chrono::milliseconds each_;
 };
 
 // Records what the loop asked for and what it said was pending.
@@ -143,6 +175,40 @@ TEST(async_loop, the_evaluation_budget_counts_what_is_in_flight) {
   for (auto n : asked)
     total += n;
   EXPECT_EQ(total, 6u);
+}
+
+TEST(async_loop, trials_in_flight_past_the_wall_time_grace_are_dropped) {
+  register_builtins();
+  test::stencil_replay f;
+  std::vector<std::size_t> asked, pending;
+  strategy s(recording_strategy{&asked, &pending});
+  // Eight in flight at 300 ms each: waiting for all would end the run at ~2.4 s.
+  evaluator e(std::make_unique<slow_queue>(std::chrono::milliseconds(300)));
+  budget_spec b;
+  b.wall_seconds = 0.1;
+  b.wall_grace_seconds = 0.45;
+  std::ostringstream log;
+  run_options o;
+  o.log = &log;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_loop(f.prob.space, s, e, b, 1, 8, nullptr, o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.reason, stop_reason::wall_time);
+  // The loop looks at the clock between results: one or two arrive before 0.55 s is passed, never all.
+  EXPECT_GE(r.history.size(), 1u);
+  EXPECT_LE(r.history.size(), 3u);
+  EXPECT_LT(took, 2.0);
+  EXPECT_NE(log.str().find("were dropped (budget.wall_grace_s)"), std::string::npos) << log.str();
+}
+
+TEST(async_loop, the_default_wall_grace_is_a_tenth_of_the_budget_and_at_least_five_seconds) {
+  budget_spec b;
+  b.wall_seconds = 10;
+  EXPECT_DOUBLE_EQ(b.wall_grace(), 5.0);
+  b.wall_seconds = 600;
+  EXPECT_DOUBLE_EQ(b.wall_grace(), 60.0);
+  b.wall_grace_seconds = 1.5;
+  EXPECT_DOUBLE_EQ(b.wall_grace(), 1.5);
 }
 
 }  // namespace

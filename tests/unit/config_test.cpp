@@ -122,6 +122,8 @@ TEST(experiment_config, errors_name_file_line_and_key) {
       {head + "strategy: {type: ga, params: {popsize: 3}}\n", "strategy.params.popsize", "unknown option"},
       {head + "strategy: ga\nbudget: {evaluations: -1}\n", "budget.evaluations", "positive"},
       {head + "strategy: ga\nbudget: {evals: 3}\n", "budget.evals", "unknown key"},
+      {head + "strategy: ga\nbudget: {evaluations: 3, wall_grace_s: 2}\n", "budget.wall_grace_s",
+       "only with wall_time_s"},
       {head + "strategy: ga\nseed: x\n", "seed", "non-negative integer"},
       {head + "strategy: ga\nsed: 1\n", "sed", "unknown key"},
       {"problem: {t1: /nonexistent/T1.json}\nstrategy: ga\nevaluator: replay\n", "problem.t1", "cannot open"},
