@@ -22,6 +22,7 @@
 #include "evaluators/cuda/builder.hpp"
 #include "evaluators/cuda/protocol.hpp"
 #include "evaluators/runner/runner.hpp"
+#include "evaluators/runner/timing_options.hpp"
 #include "kforge/document.hpp"
 #include "kforge/error.hpp"
 #include "kforge/kernel.hpp"
@@ -159,7 +160,7 @@ struct cuda_options {
     c.timing.warmup = static_cast<int>(o.integer("warmup"));
     c.timing.min_repeats = static_cast<int>(o.integer("min_repeats"));
     c.timing.max_repeats = static_cast<int>(o.integer("max_repeats"));
-    if (c.timing.min_repeats > c.timing.max_repeats) o.fail("min_repeats", "must not exceed max_repeats");
+    check_timing_options(o);
     c.timing.target_rel_ci = o.real("target_rel_ci");
     c.timing.max_seconds = o.real("max_timing_seconds");
     c.timing.flush_l2 = o.boolean("flush_l2");
@@ -413,48 +414,43 @@ void register_cuda_evaluator() {
       "cuda",
       "compiles variants of a kernel (a kforge kernel description in CUDA C++ or Triton, or a T1 file's CUDA "
       "kernel) with NVRTC or Triton and checks, times and profiles them on GPUs (worker processes per GPU)",
-      {
-          optional_option("devices", option_type::list, "GPU indices to use (default: every visible GPU)"),
-          int_option("workers_per_device", 1, "worker processes per GPU", 1, 64),
-          int_option("compile_threads", 0, "NVRTC threads or Triton compile processes (0: one per core)", 0,
-                     1024),
-          optional_option(
-              "python", option_type::string,
-              "the Python with triton for Triton kernels (default: $KFORGE_PYTHON, <repo>/.venv, python3)"),
-          string_option("arch", "sm_90", "the architecture compiled for"),
-          optional_option("cache_dir", option_type::string,
-                          "compile cache (default ~/.cache/kforge or $KFORGE_CACHE)"),
-          optional_option("worker", option_type::string,
-                          "the kforge-worker program (default: next to kforge)"),
-          optional_option("worker_args", option_type::list,
-                          "extra arguments of the worker (tests use --fake)"),
-          int_option("warmup", 3, "untimed launches before timing", 0, 1000),
-          int_option("min_repeats", 15, "timed launches at least", 3, 100000),
-          int_option("max_repeats", 200, "timed launches at most", 3, 100000),
-          real_option("target_rel_ci", 0.01, "stop when the 95% CI of the median is within this fraction", 0,
-                      1),
-          real_option("max_timing_seconds", 3.0, "time budget of the timing of one shape", 0.001, 3600),
-          bool_option("flush_l2", true, "rewrite a buffer of twice the L2 before each timed launch"),
-          string_option("timer", "events", "events (CUDA events) or cupti (activity records)",
-                        {"events", "cupti"}),
-          real_option("min_batch_us", 0.0, "launches shorter than this are timed in batches (0: never)", 0,
-                      1e6),
-          real_option("watchdog_min_ms", 2000.0, "a launch may always run this long", 1, 3.6e6),
-          real_option("watchdog_factor", 100.0, "... or this many times the reference's time", 1, 1e6),
-          real_option("request_timeout_s", 300.0, "a worker silent this long is killed", 1, 86400),
-          int_option("retry_lost", 1,
-                     "times a variant whose worker died unannounced is dispatched again before it is crashed",
-                     0, 10),
-          bool_option("profile", true, "collect CUPTI metrics (profiling runs apart from timing runs)"),
-          optional_option("metrics", option_type::list, "CUPTI metric names (default: a 1-pass set)"),
-          bool_option(
-              "deep_profile", false,
-              "also collect a deeper, multi-pass metric set for each new best (about 0.5 s each on an H200)"),
-          optional_option("deep_metrics", option_type::list,
-                          "the deeper set (default: SM and memory throughput, L2 hit rate, stalls)"),
-          bool_option("static_filter", true,
-                      "variants that cannot launch by their static resources are invalid without a GPU run"),
-      },
+      join_option_specs(
+          {optional_option("devices", option_type::list, "GPU indices to use (default: every visible GPU)"),
+           int_option("workers_per_device", 1, "worker processes per GPU", 1, 64),
+           int_option("compile_threads", 0, "NVRTC threads or Triton compile processes (0: one per core)", 0,
+                      1024),
+           optional_option(
+               "python", option_type::string,
+               "the Python with triton for Triton kernels (default: $KFORGE_PYTHON, <repo>/.venv, python3)"),
+           string_option("arch", "sm_90", "the architecture compiled for"),
+           optional_option("cache_dir", option_type::string,
+                           "compile cache (default ~/.cache/kforge or $KFORGE_CACHE)"),
+           optional_option("worker", option_type::string,
+                           "the kforge-worker program (default: next to kforge)"),
+           optional_option("worker_args", option_type::list,
+                           "extra arguments of the worker (tests use --fake)")},
+          timing_option_specs("launch", "launches"),
+          {string_option("timer", "events", "events (CUDA events) or cupti (activity records)",
+                         {"events", "cupti"}),
+           real_option("min_batch_us", 0.0, "launches shorter than this are timed in batches (0: never)", 0,
+                       1e6),
+           real_option("watchdog_min_ms", 2000.0, "a launch may always run this long", 1, 3.6e6),
+           real_option("watchdog_factor", 100.0, "... or this many times the reference's time", 1, 1e6),
+           real_option("request_timeout_s", 300.0, "a worker silent this long is killed", 1, 86400),
+           int_option(
+               "retry_lost", 1,
+               "times a variant whose worker died unannounced is dispatched again before it is crashed", 0,
+               10),
+           bool_option("profile", true, "collect CUPTI metrics (profiling runs apart from timing runs)"),
+           optional_option("metrics", option_type::list, "CUPTI metric names (default: a 1-pass set)"),
+           bool_option("deep_profile", false,
+                       "also collect a deeper, multi-pass metric set for each new best (about 0.5 s each on "
+                       "an H200)"),
+           optional_option("deep_metrics", option_type::list,
+                           "the deeper set (default: SM and memory throughput, L2 hit rate, stalls)"),
+           bool_option(
+               "static_filter", true,
+               "variants that cannot launch by their static resources are invalid without a GPU run")}),
       [](const options& o, const evaluator_context& ctx) -> evaluator {
         if (!ctx.prob.kernel_desc) {
           if (ctx.prob.kernel_error) std::rethrow_exception(ctx.prob.kernel_error);

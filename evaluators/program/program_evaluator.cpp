@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "evaluators/runner/runner.hpp"
+#include "evaluators/runner/timing_options.hpp"
 #include "kforge/document.hpp"
 #include "kforge/error.hpp"
 #include "kforge/problem.hpp"
@@ -101,8 +102,7 @@ struct program_options {
                 {"target_rel_ci", o.real("target_rel_ci")},
                 {"max_seconds", o.real("max_timing_seconds")},
                 {"flush_l2", o.boolean("flush_l2")}};
-    if (o.integer("min_repeats") > o.integer("max_repeats"))
-      o.fail("min_repeats", "must not exceed max_repeats");
+    check_timing_options(o);
     p.profile = o.boolean("profile");
     p.profile_calls = static_cast<int>(o.integer("profile_calls"));
     if (o.has("metrics")) {
@@ -295,35 +295,29 @@ void register_program_evaluator() {
       "runs variants of a Triton program (problem: {program: ...}) through its Python wrapper in program "
       "workers (Python processes per GPU, python/kforge/triton/program_worker.py): every output compared "
       "with the original program's, the call timed with CUDA events, kernels' time from CUPTI activity",
-      {
-          optional_option("devices", option_type::list, "GPU indices to use (default: every visible GPU)"),
-          int_option("workers_per_device", 1, "worker processes per GPU", 1, 64),
-          optional_option("python", option_type::string,
-                          "the Python with torch and triton (default: $KFORGE_PYTHON, else python3)"),
-          optional_option("cache_dir", option_type::string,
-                          "variants' sources and logs (default ~/.cache/kforge or $KFORGE_CACHE)"),
-          optional_option("worker_args", option_type::list,
-                          "extra arguments of the worker (tests use --fake)"),
-          int_option("warmup", 3, "untimed calls before timing", 0, 1000),
-          int_option("min_repeats", 15, "timed calls at least", 3, 100000),
-          int_option("max_repeats", 200, "timed calls at most", 3, 100000),
-          real_option("target_rel_ci", 0.01, "stop when the 95% CI of the median is within this fraction", 0,
-                      1),
-          real_option("max_timing_seconds", 3.0, "time budget of the timing of one shape", 0.001, 3600),
-          bool_option("flush_l2", true, "rewrite a buffer of twice the L2 before each timed call"),
-          bool_option("profile", true, "the kernels' own time from CUPTI activity records (torch.profiler)"),
-          int_option("profile_calls", 5, "calls recorded for the kernels' time", 1, 1000),
-          optional_option(
-              "metrics", option_type::list,
-              "CUPTI metrics of the call's kernels, summed (experimental: Kineto's range profiler)"),
-          real_option(
-              "request_timeout_s", 120.0,
-              "a worker silent this long is killed (the first call of a variant compiles its kernels)", 1,
-              86400),
-          int_option("retry_lost", 1,
-                     "times a variant whose worker died unannounced is dispatched again before it is crashed",
-                     0, 10),
-      },
+      join_option_specs(
+          {optional_option("devices", option_type::list, "GPU indices to use (default: every visible GPU)"),
+           int_option("workers_per_device", 1, "worker processes per GPU", 1, 64),
+           optional_option("python", option_type::string,
+                           "the Python with torch and triton (default: $KFORGE_PYTHON, else python3)"),
+           optional_option("cache_dir", option_type::string,
+                           "variants' sources and logs (default ~/.cache/kforge or $KFORGE_CACHE)"),
+           optional_option("worker_args", option_type::list,
+                           "extra arguments of the worker (tests use --fake)")},
+          timing_option_specs("call", "calls"),
+          {bool_option("profile", true, "the kernels' own time from CUPTI activity records (torch.profiler)"),
+           int_option("profile_calls", 5, "calls recorded for the kernels' time", 1, 1000),
+           optional_option(
+               "metrics", option_type::list,
+               "CUPTI metrics of the call's kernels, summed (experimental: Kineto's range profiler)"),
+           real_option(
+               "request_timeout_s", 120.0,
+               "a worker silent this long is killed (the first call of a variant compiles its kernels)", 1,
+               86400),
+           int_option(
+               "retry_lost", 1,
+               "times a variant whose worker died unannounced is dispatched again before it is crashed", 0,
+               10)}),
       [](const options& o, const evaluator_context& ctx) -> evaluator {
         if (!ctx.prob.program_desc)
           o.where().fail(

@@ -1,0 +1,26 @@
+// The adaptive timing protocol that every measuring worker follows (kforge-worker for kernels, the program
+// worker for Python programs): warm-up, then timed runs until the 95% CI of the median is within a fraction
+// or a time or count limit is met, each after an L2 flush. One source for the options both evaluators
+// offer, their defaults, bounds and docs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kforge/options.hpp"
+
+namespace kf {
+
+/// The six timing options (warmup, min_repeats, max_repeats, target_rel_ci, max_timing_seconds, flush_l2),
+/// their docs naming what is timed: `one` and `many` are its singular and plural ("launch", "launches").
+std::vector<option_spec> timing_option_specs(const std::string& one, const std::string& many);
+
+/// Misuse of those options that their bounds alone cannot catch (min_repeats above max_repeats); fails
+/// through `o` with the key.
+void check_timing_options(const options& o);
+
+/// `a`, then `b`, then `c`: an option table assembled from shared parts, in that order.
+std::vector<option_spec> join_option_specs(std::vector<option_spec> a, const std::vector<option_spec>& b,
+                                           const std::vector<option_spec>& c = {});
+
+}  // namespace kf
