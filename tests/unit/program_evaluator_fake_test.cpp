@@ -90,6 +90,26 @@ TEST(program_evaluator_fake, a_knob_that_does_not_apply_is_an_invalid_trial) {
   }
 }
 
+// `python: python3` (the default) is a name looked up on PATH, as a shell would: the H200 image's python3
+// is not at a fixed path (the first GPU run failed with "cannot start python3").
+TEST(program_evaluator_fake, a_python_given_by_name_is_found_on_path) {
+  std::string why;
+  const auto python = test::python_with("numpy", why);
+  if (!python) GTEST_SKIP() << why;
+  register_builtins();
+  test::temp_dir tmp;
+  const std::filesystem::path exe(*python);
+  const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", (exe.parent_path().string() + ":" + old_path).c_str(), 1);
+  const auto cfg = write_experiment(
+      tmp, exe.filename().string(), "  parameters:\n    - {name: MODE, values: [0], knob: {literal: axpy}}\n",
+      ", devices: [0]");
+  const auto res = run_experiment(load_experiment(cfg.string()), {});
+  ::setenv("PATH", old_path.c_str(), 1);
+  ASSERT_EQ(res.history.size(), 1u);
+  EXPECT_EQ(res.history.trials()[0].st, status::ok) << res.history.trials()[0].error;
+}
+
 TEST(program_problem, config_errors_name_the_key) {
   register_builtins();
   test::temp_dir tmp;
