@@ -1,0 +1,783 @@
+"""The TritonBench-G results: a Markdown report, a per-operator CSV and two plots from a stored campaign.
+
+    PYTHONPATH=python .venv/bin/python -m kforge.tritonbench_g.report experiments/tritonbench-g/h200 \\
+        --data ../shared/data/tritonbench-g --out docs/results/tritonbench-g.md
+
+writes ``tritonbench-g.md``, ``tritonbench-g.csv``, ``tritonbench-g-speedups.png`` and
+``tritonbench-g-speedup-vs-gpu-s.png`` (the last three beside ``--out``, named after its stem). Nothing
+is measured here: everything comes from the campaign folder, which holds
+
+- ``runnable.jsonl``: one object per operator tried by the runnable filter (``op``, ``runnable``,
+  ``category``, ``reason``, ``sizes``, ``seconds``); operators of the data absent from it are "not tried";
+- ``runs/<op>/kforge.jsonl``, ``runs/<op>/random.jsonl``: the searches' trials as ``kforge export``
+  writes them (either may be missing);
+- ``runs/<op>/final.json``: the final interleaved measurement of the original and of each method's
+  candidate on every harness size (may be missing).
+
+The data folder gives the 184 operators and their source lengths (``TritonBench_G_v1.json``).
+Regenerating from the same inputs gives the same bytes: operators are sorted, floats have fixed formats
+and the PNGs carry no software or date stamp. A missing folder or file, or malformed JSON, raises
+``ReportError`` (the file and the reason); ``main`` prints it and returns 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+PROG = "python -m kforge.tritonbench_g.report"
+DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tritonbench-g"
+DEFAULT_OUT = Path("docs/results/tritonbench-g.md")
+
+METHODS = ("kforge", "random", "autotune")
+SEARCHES = ("kforge", "random")           # methods whose trials are stored as runs/<op>/<method>.jsonl
+SUCCESS_SPEEDUP = 1.05                    # a success: correct and at least this speed-up
+# Why-not-improved thresholds.
+AT_BOUND_GBPS = 0.80                      # the original reaches this fraction of the measured copy bandwidth
+AT_BOUND_TFLOPS = 0.60                    # ... or this fraction of the nominal dense fp16 peak
+NO_EFFECT_SPAN = 1.05                     # the ok trials' slowest / fastest below this: knobs without effect
+LATE_FRACTION = 0.75                      # the best trial after this fraction of the search's clock: too short
+WHY_CLASSES = ("wrong", "no_knob", "at_bound", "knobs_without_effect", "search_too_short", "other")
+
+# TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
+BUCKET_EDGES = (801, 1711, 2493)
+BUCKETS = ("Q1", "Q2", "Q3", "Q4")
+BUCKET_RANGES = {"Q1": "<= 801", "Q2": "802-1711", "Q3": "1712-2493", "Q4": "> 2493"}
+
+# The reference row, as published; not measured here and not on the same GPU.
+TRITONFORGE = {
+    "source": "TritonForge, arXiv 2512.09196 (measured on an NVIDIA H100, not the H200 of this campaign)",
+    "runnable": 131,
+    "operators": 184,
+    "success_rate_of_runnable": 0.427,    # improved by >= 1.05x
+    "mean_speedup_of_successes": 1.76,
+    "best_speedup": 5.0,
+    "minutes_per_operator": 22,           # wall clock, LLM calls included
+    "llm_rounds_per_operator": 3.2,
+}
+
+CSV_COLUMNS = ("op", "bucket", "source_len", "runnable", "category", "n_sizes", "searched", "has_final",
+               "kforge_speedup", "kforge_size_min", "kforge_size_median", "kforge_size_max", "kforge_correct",
+               "kforge_trials", "kforge_search_gpu_s", "kforge_configuration", "random_speedup",
+               "autotune_speedup", "why_not_improved")
+
+
+class ReportError(Exception):
+    """An input the report cannot use; the message names the file and the reason."""
+
+
+# --- reading the inputs ------------------------------------------------------------------------------
+
+def read_json(path: Path) -> Any:
+    """The parsed JSON file at ``path``; ReportError if it is missing or not JSON."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ReportError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path}: malformed JSON: {e}") from None
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """One dict per non-blank line of ``path``; ReportError naming the line for anything else."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise ReportError(f"{path}: cannot read ({e.strerror or e})") from None
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ReportError(f"{path}:{number}: malformed JSON line: {e}") from None
+        if not isinstance(record, dict):
+            raise ReportError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        records.append(record)
+    return records
+
+
+def load_dataset(data_dir: Path) -> dict[str, int]:
+    """Operator name (the file's stem) -> source length (``output_triton_len``), from TritonBench_G_v1.json.
+
+    The file is a JSON list of records; ``file`` is ``<op>.py`` and ``output_triton_len`` an integer
+    (stored as a decimal string in the published file).
+    """
+    path = data_dir / "TritonBench_G_v1.json"
+    if not data_dir.is_dir():
+        raise ReportError(f"{data_dir}: the TritonBench-G data folder does not exist (--data)")
+    records = read_json(path)
+    if not isinstance(records, list):
+        raise ReportError(f"{path}: expected a JSON list of operator records")
+    lengths = {}
+    for index, record in enumerate(records):
+        try:
+            op = Path(record["file"]).stem
+            lengths[op] = int(record["output_triton_len"])
+        except (TypeError, KeyError, ValueError):
+            raise ReportError(f"{path}: record {index} lacks a 'file' name or an integer "
+                              "'output_triton_len'") from None
+    return dict(sorted(lengths.items()))
+
+
+def bucket_of(source_len: int) -> str:
+    """TritonForge's length quartile: Q1 <= 801 < Q2 <= 1711 < Q3 <= 2493 < Q4."""
+    for name, edge in zip(BUCKETS, BUCKET_EDGES):
+        if source_len <= edge:
+            return name
+    return BUCKETS[-1]
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One method's candidate in final.json: its times per harness size (None where it failed)."""
+    configuration: dict | None
+    ms: list[float | None]
+    correct: bool
+    errors: list[str]
+    search_gpu_s: float | None
+    trials: int | None
+
+
+@dataclasses.dataclass
+class Final:
+    """final.json: the interleaved measurement of the original and the candidates on every size."""
+    sizes: list[str]
+    original_ms: list[float | None]
+    original_gbps: list[float | None]
+    original_tflops: list[float | None]
+    candidates: dict[str, Candidate]
+    peak_gbps: float | None
+    peak_tflops: float | None
+
+
+def _number_list(value: Any, n: int, path: Path, what: str) -> list[float | None]:
+    """``value`` as n numbers or nulls; a missing list is n nulls; ReportError for anything else."""
+    if value is None:
+        return [None] * n
+    if not isinstance(value, list) or len(value) != n or \
+            not all(x is None or isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+        raise ReportError(f"{path}: '{what}' must be a list of {n} numbers or nulls, one per size")
+    return [None if x is None else float(x) for x in value]
+
+
+def _optional_number(value: Any, path: Path, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ReportError(f"{path}: '{what}' must be a number")
+    return float(value)
+
+
+def parse_final(data: Any, path: Path) -> Final:
+    """final.json's content checked and typed; ReportError naming the field that does not fit."""
+    if not isinstance(data, dict) or not isinstance(data.get("sizes"), list) or \
+            not isinstance(data.get("original"), dict):
+        raise ReportError(f"{path}: expected an object with 'sizes' (a list) and 'original' (an object)")
+    n = len(data["sizes"])
+    original = data["original"]
+    candidates = {}
+    for method, c in sorted((data.get("candidates") or {}).items()):
+        if not isinstance(c, dict):
+            raise ReportError(f"{path}: candidates.{method} must be an object")
+        trials = c.get("trials")
+        if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int)):
+            raise ReportError(f"{path}: candidates.{method}.trials must be an integer")
+        candidates[method] = Candidate(
+            configuration=c.get("configuration"),
+            ms=_number_list(c.get("ms"), n, path, f"candidates.{method}.ms"),
+            correct=c.get("correct") is True,
+            errors=[str(e) for e in c.get("errors") or []],
+            search_gpu_s=_optional_number(c.get("search_gpu_s"), path, f"candidates.{method}.search_gpu_s"),
+            trials=trials)
+    peak = data.get("peak") or {}
+    return Final(sizes=[str(s) for s in data["sizes"]],
+                 original_ms=_number_list(original.get("ms"), n, path, "original.ms"),
+                 original_gbps=_number_list(original.get("gbps"), n, path, "original.gbps"),
+                 original_tflops=_number_list(original.get("tflops"), n, path, "original.tflops"),
+                 candidates=candidates,
+                 peak_gbps=_optional_number(peak.get("gbps"), path, "peak.gbps"),
+                 peak_tflops=_optional_number(peak.get("tflops"), path, "peak.tflops"))
+
+
+@dataclasses.dataclass
+class Operator:
+    """Everything the campaign holds on one operator of the data."""
+    op: str
+    source_len: int
+    bucket: str
+    tried: bool                               # in runnable.jsonl
+    runnable: bool
+    category: str                             # runnable.jsonl's category, or "not_tried"
+    reason: str
+    harness_sizes: int | None                 # runnable.jsonl's count of harness sizes
+    trials: dict[str, list[dict] | None]      # kforge/random trials; None where the file is missing
+    final: Final | None
+
+    @property
+    def searched(self) -> bool:
+        """kforge searched it: runs/<op>/kforge.jsonl or runs/<op>/final.json exists."""
+        return self.trials["kforge"] is not None or self.final is not None
+
+    @property
+    def n_sizes(self) -> int | None:
+        return len(self.final.sizes) if self.final else self.harness_sizes
+
+
+def read_runnable(campaign: Path) -> dict[str, dict]:
+    """runnable.jsonl by operator; ReportError for a missing file or a line without ``op``/``runnable``."""
+    path = campaign / "runnable.jsonl"
+    by_op = {}
+    for record in read_jsonl(path):
+        if not isinstance(record.get("op"), str) or not isinstance(record.get("runnable"), bool):
+            raise ReportError(f"{path}: every line needs 'op' (a string) and 'runnable' (true or false); "
+                              f"got {json.dumps(record, sort_keys=True)[:200]}")
+        by_op[record["op"]] = record
+    return by_op
+
+
+def read_trials(run_dir: Path, method: str) -> list[dict] | None:
+    """The trials of runs/<op>/<method>.jsonl, by sequence; None when the file is missing."""
+    path = run_dir / f"{method}.jsonl"
+    if not path.exists():
+        return None
+    trials = read_jsonl(path)
+    for t in trials:
+        if not isinstance(t.get("status"), str):
+            raise ReportError(f"{path}: trial {t.get('sequence', '?')} has no 'status'")
+    return sorted(trials, key=lambda t: t.get("sequence", 0))
+
+
+def load_campaign(campaign: Path, lengths: dict[str, int]) -> tuple[list[Operator], list[str]]:
+    """The data's operators with what the campaign holds on them, sorted by name, and the names the
+    campaign mentions that are not in the data (left out of every number)."""
+    if not campaign.is_dir():
+        raise ReportError(f"{campaign}: the campaign folder does not exist")
+    runnable = read_runnable(campaign)
+    runs = campaign / "runs"
+    run_names = {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
+    operators = []
+    for op, source_len in sorted(lengths.items()):
+        record = runnable.get(op)
+        run_dir = runs / op
+        final_path = run_dir / "final.json"
+        operators.append(Operator(
+            op=op, source_len=source_len, bucket=bucket_of(source_len),
+            tried=record is not None,
+            runnable=bool(record and record["runnable"]),
+            category=str(record.get("category", "")) if record else "not_tried",
+            reason=str(record.get("reason", "")) if record else "",
+            harness_sizes=record.get("sizes") if record and isinstance(record.get("sizes"), int) else None,
+            trials={m: read_trials(run_dir, m) for m in SEARCHES},
+            final=parse_final(read_json(final_path), final_path) if final_path.exists() else None))
+    unknown = sorted((set(runnable) | run_names) - set(lengths))
+    return operators, unknown
+
+
+# --- speed-ups and classes -----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Outcome:
+    """A method's result on one operator. ``speedup`` is None for a failure (missing, incorrect, or
+    without a time on some size); ``per_size`` holds original/candidate where both times exist."""
+    present: bool
+    correct: bool
+    speedup: float | None
+    per_size: list[float]
+    search_gpu_s: float | None
+    trials: int | None
+    configuration: dict | None
+
+    @property
+    def success(self) -> bool:
+        return self.speedup is not None and self.speedup >= SUCCESS_SPEEDUP
+
+    @property
+    def counted(self) -> float:
+        """The speed-up the aggregates use: a failure counts 1.0, and so does a correct candidate slower
+        than the original (the original would be kept)."""
+        return 1.0 if self.speedup is None else max(1.0, self.speedup)
+
+
+def tritonbench_speedup(original_ms: list[float | None], candidate_ms: list[float | None]) -> float | None:
+    """Sum of the original's times over the sizes / sum of the candidate's; None unless every size has both."""
+    if not original_ms or any(o is None or c is None for o, c in zip(original_ms, candidate_ms)):
+        return None
+    total = sum(candidate_ms)
+    return sum(original_ms) / total if total > 0 else None
+
+
+def search_seconds(trials: list[dict] | None) -> float | None:
+    """The last trial's clock_s: the search's length where final.json does not give search_gpu_s."""
+    clocks = [t["clock_s"] for t in trials or [] if isinstance(t.get("clock_s"), (int, float))]
+    return float(max(clocks)) if clocks else None
+
+
+def outcome(operator: Operator, method: str) -> Outcome:
+    """``method``'s result on ``operator``, from final.json (and the trials where it lacks counts)."""
+    trials = operator.trials.get(method)
+    candidate = operator.final.candidates.get(method) if operator.final else None
+    n_trials = len(trials) if trials is not None else (candidate.trials if candidate else None)
+    gpu_s = candidate.search_gpu_s if candidate and candidate.search_gpu_s is not None else search_seconds(trials)
+    if candidate is None:
+        return Outcome(False, False, None, [], gpu_s, n_trials, None)
+    original = operator.final.original_ms
+    per_size = [o / c for o, c in zip(original, candidate.ms) if o is not None and c]
+    speedup = tritonbench_speedup(original, candidate.ms) if candidate.correct else None
+    return Outcome(True, candidate.correct, speedup, per_size, gpu_s, n_trials, candidate.configuration)
+
+
+def distinct_configurations(trials: Iterable[dict]) -> int:
+    """How many different configurations the trials tried."""
+    return len({json.dumps(t.get("configuration"), sort_keys=True) for t in trials})
+
+
+def original_at_bound(final: Final) -> bool:
+    """The original's best size reaches AT_BOUND_GBPS of the copy bandwidth or AT_BOUND_TFLOPS of the peak."""
+    def best_fraction(values: list[float | None], peak: float | None) -> float:
+        numbers = [v for v in values if v is not None]
+        return max(numbers) / peak if numbers and peak else 0.0
+    return (best_fraction(final.original_gbps, final.peak_gbps) >= AT_BOUND_GBPS or
+            best_fraction(final.original_tflops, final.peak_tflops) >= AT_BOUND_TFLOPS)
+
+
+def ok_times(trials: list[dict]) -> list[tuple[float, float]]:
+    """(time_ms, clock_s) of the ok trials that have a time."""
+    return [(float(t["time_ms"]), float(t.get("clock_s") or 0.0)) for t in trials
+            if t["status"] == "ok" and isinstance(t.get("time_ms"), (int, float)) and t["time_ms"] > 0]
+
+
+def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
+    """The class of a runnable, searched operator whose kforge candidate is not a success (None otherwise),
+    the first that applies in WHY_CLASSES' order:
+
+    - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size;
+    - ``no_knob``: at most one distinct configuration tried (from kforge.jsonl; without it, final.json's
+      trial count, and an operator with neither counts zero);
+    - ``at_bound``: the original's best size reaches 80% of the copy bandwidth or 60% of the fp16 peak;
+    - ``knobs_without_effect``: at least two ok trials and slowest / fastest < 1.05;
+    - ``search_too_short``: the fastest ok trial finished in the last 25% of the search's clock;
+    - ``other``: none of these.
+    """
+    if not (operator.runnable and operator.searched) or kforge.success:
+        return None
+    if kforge.present and kforge.speedup is None:
+        return "wrong"
+    trials = operator.trials["kforge"]
+    tried = distinct_configurations(trials) if trials is not None else (kforge.trials or 0)
+    if tried <= 1:
+        return "no_knob"
+    if operator.final and original_at_bound(operator.final):
+        return "at_bound"
+    times = ok_times(trials or [])
+    if len(times) >= 2 and max(t for t, _ in times) / min(t for t, _ in times) < NO_EFFECT_SPAN:
+        return "knobs_without_effect"
+    end = search_seconds(trials)
+    if times and end:
+        best_clock = min(times)[1]
+        if best_clock >= LATE_FRACTION * end:
+            return "search_too_short"
+    return "other"
+
+
+# --- aggregates ----------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Headline:
+    """One row of a headline table: a method's numbers over a population of operators."""
+    method: str
+    operators: int          # the data's operators in scope (184 over all)
+    tried: int
+    runnable: int
+    population: int         # the operators this method's rates are over
+    successes: int
+    mean_success: float | None
+    geomean: float | None
+    best: float | None
+    median_gpu_s: float | None
+    total_gpu_s: float | None
+
+
+def population(operators: list[Operator], method: str) -> list[Operator]:
+    """The operators a method is judged on: runnable and searched by kforge; for autotune, those of them
+    whose final.json has an autotune candidate (operators with @triton.autotune)."""
+    base = [o for o in operators if o.runnable and o.searched]
+    if method == "autotune":
+        return [o for o in base if o.final and "autotune" in o.final.candidates]
+    return base
+
+
+def geometric_mean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def headline(operators: list[Operator], method: str) -> Headline:
+    """``method``'s headline numbers over ``operators`` (all of the data, or one length bucket)."""
+    judged = population(operators, method)
+    outcomes = [outcome(o, method) for o in judged]
+    wins = [x.speedup for x in outcomes if x.success]
+    gpu = [x.search_gpu_s for x in outcomes if x.search_gpu_s is not None]
+    counted = [x.counted for x in outcomes]
+    return Headline(
+        method=method, operators=len(operators), tried=sum(o.tried for o in operators),
+        runnable=sum(o.runnable for o in operators),
+        population=len(judged), successes=len(wins),
+        mean_success=statistics.fmean(wins) if wins else None,
+        geomean=geometric_mean(counted), best=max(counted) if counted else None,
+        median_gpu_s=statistics.median(gpu) if gpu else None,
+        total_gpu_s=sum(gpu) if gpu else None)
+
+
+def methods_present(operators: list[Operator]) -> list[str]:
+    """kforge and random always; autotune where some operator has an autotune candidate."""
+    return [m for m in METHODS if m != "autotune" or population(operators, m)]
+
+
+# --- formatting ----------------------------------------------------------------------------------------
+
+def fmt_x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def fmt_pct(part: int, whole: int) -> str:
+    return "-" if whole == 0 else f"{part} ({100.0 * part / whole:.1f}%)"
+
+
+def fmt_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def fmt_num(value: float | None, digits: int = 4) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+HEADLINE_HEADER = ("method", "runnable / tried / all", "judged on", "successes (of judged)",
+                   "successes (of all)", "mean speed-up of successes", "geomean (judged)", "best",
+                   "median GPU s / op", "total GPU s")
+
+
+def headline_cells(h: Headline) -> list[str]:
+    return [h.method, f"{h.runnable} / {h.tried} / {h.operators}", str(h.population),
+            fmt_pct(h.successes, h.population), fmt_pct(h.successes, h.operators), fmt_x(h.mean_success),
+            fmt_x(h.geomean), fmt_x(h.best), fmt_s(h.median_gpu_s), fmt_s(h.total_gpu_s)]
+
+
+def tritonforge_cells() -> list[str]:
+    """The TritonForge row; its share of all 184 is derived (successes = 42.7% of 131, rounded)."""
+    tf = TRITONFORGE
+    wins = round(tf["success_rate_of_runnable"] * tf["runnable"])
+    return ["TritonForge (H100, published)", f"{tf['runnable']} / {tf['operators']} / {tf['operators']}",
+            str(tf["runnable"]), f"{wins} ({100.0 * tf['success_rate_of_runnable']:.1f}%)",
+            fmt_pct(wins, tf["operators"]) + " (derived)", fmt_x(tf["mean_speedup_of_successes"]), "-",
+            fmt_x(tf["best_speedup"]), f"~{60 * tf['minutes_per_operator']} (wall, LLM incl.)", "-"]
+
+
+def markdown_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+# --- the report ----------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Paths:
+    """The output files, all beside the Markdown report."""
+    markdown: Path
+
+    def beside(self, suffix: str) -> Path:
+        return self.markdown.with_name(self.markdown.stem + suffix)
+
+    @property
+    def csv(self) -> Path:
+        return self.beside(".csv")
+
+    @property
+    def speedups_png(self) -> Path:
+        return self.beside("-speedups.png")
+
+    @property
+    def scatter_png(self) -> Path:
+        return self.beside("-speedup-vs-gpu-s.png")
+
+
+def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
+    """How far the campaign got: tried, runnable by category, searched, measured."""
+    runnable = [o for o in operators if o.runnable]
+    categories: dict[str, int] = {}
+    for o in operators:
+        categories[o.category] = categories.get(o.category, 0) + 1
+    lines = [f"- TritonBench-G operators: {len(operators)}; tried by the runnable filter: "
+             f"{sum(o.tried for o in operators)}; runnable: {len(runnable)}.",
+             "- By category: " + ", ".join(f"{c} {n}" for c, n in sorted(categories.items())) + ".",
+             f"- Runnable operators with a kforge run (kforge.jsonl or final.json): "
+             f"{sum(o.searched for o in runnable)}; with final.json: {sum(o.final is not None for o in runnable)}; "
+             f"with random.jsonl: {sum(o.trials['random'] is not None for o in runnable)}."]
+    odd = [o.op for o in operators if o.searched and not o.runnable]
+    if odd:
+        lines.append(f"- Searched but not runnable (left out of the rates): {', '.join(odd)}.")
+    if unknown:
+        lines.append(f"- In the campaign but not in TritonBench_G_v1.json (ignored): {', '.join(unknown)}.")
+    return lines
+
+
+DEFINITIONS = f"""\
+- **Speed-up** of a candidate (TritonBench's): the sum over the harness sizes of the original's median
+  time / the sum over the same sizes of the candidate's, from the final interleaved measurement
+  (final.json). It exists only when the candidate is correct and every size has both times; otherwise
+  the candidate is a **failure**. The CSV also gives the per-size ratios (min / median / max).
+- **Success**: correct and speed-up >= {SUCCESS_SPEEDUP:.2f}x.
+- **Judged on**: the runnable operators kforge searched (kforge.jsonl or final.json exists); for
+  autotune, those of them whose final.json has an autotune candidate (operators with @triton.autotune).
+  "Of all" divides by every operator of the data (or of the bucket).
+- **Mean speed-up of successes**: the arithmetic mean over the successes only.
+- **Geomean** over the judged operators: a failure counts 1.00x, and so does a correct candidate slower
+  than the original (floored at 1.00x, since kforge would keep the original). **Best** is the largest of
+  the same numbers.
+- **GPU s**: the method's search time per operator (final.json's `search_gpu_s`; for autotune, the
+  autotuner's tuning time; where final.json lacks it, the last trial's `clock_s`).
+- **TritonForge**: {TRITONFORGE['source']}. {TRITONFORGE['runnable']} of {TRITONFORGE['operators']}
+  operators runnable, {100 * TRITONFORGE['success_rate_of_runnable']:.1f}% of the runnable improved by >= 1.05x,
+  mean {TRITONFORGE['mean_speedup_of_successes']:.2f}x over those, best {TRITONFORGE['best_speedup']:.0f}x, about
+  {TRITONFORGE['minutes_per_operator']} minutes (wall clock) and {TRITONFORGE['llm_rounds_per_operator']} LLM
+  rounds per operator. Its share of all 184 is derived from those figures; it has no geomean or GPU-seconds figure."""
+
+WHY_TEXT = {
+    "wrong": "kforge's best candidate was incorrect (or failed) at the harness sizes",
+    "no_knob": "at most one distinct configuration was tried",
+    "at_bound": f"the original's best size already reaches {AT_BOUND_GBPS:.0%} of the copy bandwidth "
+                f"or {AT_BOUND_TFLOPS:.0%} of the fp16 peak",
+    "knobs_without_effect": f"the ok trials' times span less than {NO_EFFECT_SPAN - 1:.0%} (slowest / fastest)",
+    "search_too_short": f"the fastest trial came in the last {1 - LATE_FRACTION:.0%} of the search's clock",
+    "other": "none of the above",
+}
+
+
+def why_lines(operators: list[Operator]) -> list[str]:
+    """Item 8: the classes of the runnable, searched operators kforge did not improve."""
+    classes: dict[str, list[str]] = {c: [] for c in WHY_CLASSES}
+    for o in operators:
+        c = why_not_improved(o, outcome(o, "kforge"))
+        if c:
+            classes[c].append(o.op)
+    rows = [[c, str(len(ops)), WHY_TEXT[c]] for c, ops in classes.items()]
+    lines = ["Each runnable, searched operator whose kforge candidate is not a success gets the first class "
+             "that applies, in this order.", ""]
+    lines += markdown_table(("class", "operators", "meaning"), rows)
+    lines.append("")
+    lines += [f"- **{c}**: {', '.join(ops)}" for c, ops in classes.items() if ops]
+    return lines
+
+
+def regenerate_command(campaign: str, data: str, out: str) -> str:
+    return f"PYTHONPATH=python .venv/bin/python -m kforge.tritonbench_g.report {campaign} --data {data} --out {out}"
+
+
+def render_markdown(operators: list[Operator], unknown: list[str], campaign: str, command: str,
+                    paths: Paths) -> str:
+    """The whole report as Markdown text."""
+    runnable = [o for o in operators if o.runnable]
+    searched = [o for o in runnable if o.searched]
+    methods = methods_present(operators)
+    lines = ["# TritonBench-G on the H200: kforge against the original kernels", "",
+             f"Generated by `{command}` from the campaign folder `{campaign}`; do not edit by hand.", ""]
+    if len(searched) < len(runnable):
+        lines += [f"> **Partial campaign: {len(searched)} of {len(runnable)} runnable operators searched so far.** "
+                  "The rates below are over the searched ones (\"of judged\"); \"of all\" divides by all "
+                  f"{len(operators)} operators.", ""]
+    tried = sum(o.tried for o in operators)
+    if tried < len(operators):
+        lines += [f"> The runnable filter has tried {tried} of {len(operators)} operators; the other "
+                  f"{len(operators) - tried} count as not tried (not runnable).", ""]
+    lines += ["## Headline", ""]
+    lines += markdown_table(HEADLINE_HEADER, [headline_cells(headline(operators, m)) for m in methods] +
+                            [tritonforge_cells()])
+    lines += ["", "TritonForge's row is copied from its paper and was measured on an H100, not this GPU; "
+              "compare the shapes of the numbers, not the digits.", "",
+              "## Definitions", "", DEFINITIONS, "",
+              "## Coverage", ""] + coverage_lines(operators, unknown)
+    lines += ["", "## By source length (TritonForge's quartiles of `output_triton_len`)", ""]
+    rows = []
+    for bucket in BUCKETS:
+        members = [o for o in operators if o.bucket == bucket]
+        for m in methods:
+            if m == "autotune" and not population(members, m):
+                continue
+            rows.append([f"{bucket} ({BUCKET_RANGES[bucket]})"] + headline_cells(headline(members, m)))
+    lines += markdown_table(("length",) + HEADLINE_HEADER, rows)
+    lines += ["", "## Why not improved", ""] + why_lines(operators)
+    lines += ["", "## Files", "",
+              f"- Per operator: [{paths.csv.name}]({paths.csv.name}) (one row per operator of the data).",
+              f"- ![speed-ups]({paths.speedups_png.name})",
+              f"- ![speed-up against GPU seconds]({paths.scatter_png.name})", ""]
+    return "\n".join(lines)
+
+
+def csv_row(o: Operator) -> dict[str, str]:
+    """The CSV row of one operator."""
+    k = outcome(o, "kforge")
+    sizes = sorted(k.per_size)
+    return {
+        "op": o.op, "bucket": o.bucket, "source_len": str(o.source_len), "runnable": str(o.runnable).lower(),
+        "category": o.category, "n_sizes": "" if o.n_sizes is None else str(o.n_sizes),
+        "searched": str(o.searched).lower(), "has_final": str(o.final is not None).lower(),
+        "kforge_speedup": fmt_num(k.speedup),
+        "kforge_size_min": fmt_num(sizes[0] if sizes else None),
+        "kforge_size_median": fmt_num(statistics.median(sizes) if sizes else None),
+        "kforge_size_max": fmt_num(sizes[-1] if sizes else None),
+        "kforge_correct": str(k.correct).lower() if k.present else "",
+        "kforge_trials": "" if k.trials is None else str(k.trials),
+        "kforge_search_gpu_s": fmt_num(k.search_gpu_s, 1),
+        "kforge_configuration": "" if k.configuration is None else
+        json.dumps(k.configuration, sort_keys=True, separators=(",", ":")),
+        "random_speedup": fmt_num(outcome(o, "random").speedup),
+        "autotune_speedup": fmt_num(outcome(o, "autotune").speedup),
+        "why_not_improved": why_not_improved(o, k) or "",
+    }
+
+
+def write_csv(operators: list[Operator], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for o in operators:
+            writer.writerow(csv_row(o))
+
+
+# --- plots ---------------------------------------------------------------------------------------------
+
+PNG_METADATA = {"Software": None}
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plain_log_ticks(axis, unit: str = "", minor: bool = True) -> None:
+    """Ticks of a log axis as plain numbers (0.8x, 2x, 30) instead of powers of ten; the minor ticks
+    unlabelled unless ``minor``."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    formatter = FuncFormatter(lambda value, _: f"{value:g}{unit}")
+    axis.set_major_formatter(formatter)
+    axis.set_minor_formatter(formatter if minor else NullFormatter())
+
+
+def correct_speedups(operators: list[Operator], method: str) -> list[tuple[float, float | None]]:
+    """(speed-up, search GPU s) of the method's correct candidates on the judged operators, unfloored."""
+    out = []
+    for o in population(operators, method):
+        x = outcome(o, method)
+        if x.speedup is not None:
+            out.append((x.speedup, x.search_gpu_s))
+    return out
+
+
+def plot_speedups(operators: list[Operator], path: Path) -> None:
+    """Histogram of the correct candidates' speed-ups per method, log-spaced bins, log x."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    series = {m: [s for s, _ in correct_speedups(operators, m)] for m in methods_present(operators)}
+    values = [v for vs in series.values() for v in vs]
+    lo, hi = min(values + [0.5]), max(values + [2.0])
+    bins = [lo * (hi / lo) ** (i / 30) for i in range(31)]
+    for method, vs in series.items():
+        if vs:
+            ax.hist(vs, bins=bins, histtype="step", linewidth=1.5, label=f"{method} ({len(vs)} correct)")
+    ax.axvline(SUCCESS_SPEEDUP, color="gray", linestyle="--", linewidth=1, label=f"success {SUCCESS_SPEEDUP}x")
+    ax.set_xscale("log")
+    plain_log_ticks(ax.xaxis, "x")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("speed-up over the original (sum of times over the harness sizes)")
+    ax.set_ylabel("operators")
+    ax.set_title("TritonBench-G: speed-ups of the correct candidates")
+    if not values:
+        ax.text(0.5, 0.5, "no correct candidate yet", transform=ax.transAxes, ha="center")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, metadata=PNG_METADATA)
+    plt.close(fig)
+
+
+def plot_speedup_vs_gpu_s(operators: list[Operator], path: Path) -> None:
+    """Scatter of each correct candidate's speed-up against the GPU seconds its search took, log-log."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    markers = {"kforge": "o", "random": "x", "autotune": "^"}
+    plotted = 0
+    for method in methods_present(operators):
+        points = [(g, s) for s, g in correct_speedups(operators, method) if g is not None and g > 0]
+        if points:
+            ax.scatter([g for g, _ in points], [s for _, s in points], marker=markers[method], s=18,
+                       label=f"{method} ({len(points)})")
+            plotted += len(points)
+    ax.axhline(SUCCESS_SPEEDUP, color="gray", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain_log_ticks(ax.yaxis, "x")
+    plain_log_ticks(ax.xaxis, minor=False)
+    ax.set_xlabel("search GPU seconds per operator")
+    ax.set_ylabel("speed-up over the original")
+    ax.set_title("TritonBench-G: speed-up against search time")
+    if plotted:
+        ax.legend(loc="upper left", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no correct candidate yet", transform=ax.transAxes, ha="center")
+    fig.tight_layout()
+    fig.savefig(path, metadata=PNG_METADATA)
+    plt.close(fig)
+
+
+# --- the command -----------------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=PROG, description="The TritonBench-G results table, CSV and plots "
+                                     "from a stored campaign folder (nothing is measured).")
+    parser.add_argument("campaign", help="the campaign folder (runnable.jsonl, runs/<op>/...)")
+    parser.add_argument("--data", default=str(DEFAULT_DATA),
+                        help="the TritonBench-G data folder holding TritonBench_G_v1.json (default: %(default)s)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT),
+                        help="the Markdown report; the CSV and PNGs go beside it (default: %(default)s)")
+    return parser.parse_args(argv)
+
+
+def write_report(campaign: Path, data: Path, out: Path, command: str) -> None:
+    """Reads the campaign and the data and writes the four files (see the module docstring)."""
+    operators, unknown = load_campaign(campaign, load_dataset(data))
+    paths = Paths(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_markdown(operators, unknown, os.path.normpath(str(campaign)), command, paths))
+    write_csv(operators, paths.csv)
+    plot_speedups(operators, paths.speedups_png)
+    plot_speedup_vs_gpu_s(operators, paths.scatter_png)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; 0 on success, 2 (with a message on stderr) for an input it cannot use."""
+    args = parse_args(argv)
+    command = regenerate_command(os.path.normpath(args.campaign), os.path.normpath(args.data),
+                                 os.path.normpath(args.out))
+    try:
+        write_report(Path(args.campaign), Path(args.data), Path(args.out), command)
+    except ReportError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

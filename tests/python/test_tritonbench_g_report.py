@@ -1,0 +1,287 @@
+"""kforge.tritonbench_g.report on a small synthetic campaign (numbers worked out by hand) and, where the
+data folder exists, the loader on the real TritonBench_G_v1.json. No GPU."""
+import csv
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from kforge.tritonbench_g import report
+
+REAL_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tritonbench-g"
+PEAK = {"gbps": 4000.0, "tflops": 1000.0}
+
+# op -> output_triton_len (a string, as in the published file). The edges of the quartiles are on purpose.
+LENGTHS = {"op_win": "500", "op_wrong": "801", "op_noknob": "802", "op_bound": "1711", "op_notrun": "2000",
+           "op_nofinal": "2493", "op_other": "2494", "op_flat": "3000", "op_untried": "5000"}
+
+
+def trial(seq, config, time_ms, clock_s, status="ok"):
+    return {"sequence": seq, "status": status, "time_ms": time_ms, "configuration": config,
+            "clock_s": clock_s, "metrics": {}, "error": ""}
+
+
+def candidate(ms, gpu_s, correct=True, config=None, trials=3):
+    return {"configuration": config or {"BLOCK": 64}, "ms": ms, "correct": correct,
+            "errors": [] if correct else ["mismatch at size 1"], "search_gpu_s": gpu_s, "trials": trials}
+
+
+def final(op, original_ms, candidates, gbps=None):
+    n = len(original_ms)
+    return {"op": op, "sizes": [str(1024 << i) for i in range(n)],
+            "protocol": {"warmup_ms": 25, "rep_ms": 100, "interleaved": True, "rounds": 3},
+            "original": {"ms": original_ms, "gbps": gbps or [100.0] * n, "tflops": [None] * n},
+            "candidates": candidates, "peak": PEAK}
+
+
+def three_configs(times, clocks):
+    return [trial(i, {"BLOCK": 32 << i}, t, c) for i, (t, c) in enumerate(zip(times, clocks))]
+
+
+RUNNABLE = [
+    {"op": "op_win", "runnable": True, "category": "ok", "reason": "", "sizes": 2, "seconds": 1.0},
+    {"op": "op_wrong", "runnable": True, "category": "ok", "reason": "", "sizes": 2, "seconds": 1.0},
+    {"op": "op_noknob", "runnable": True, "category": "ok", "reason": "", "sizes": 1, "seconds": 1.0},
+    {"op": "op_bound", "runnable": True, "category": "ok", "reason": "", "sizes": 1, "seconds": 1.0},
+    {"op": "op_notrun", "runnable": False, "category": "compile_error", "reason": "x", "sizes": 0, "seconds": 1.0},
+    {"op": "op_nofinal", "runnable": True, "category": "ok", "reason": "", "sizes": 4, "seconds": 1.0},
+    {"op": "op_other", "runnable": True, "category": "ok", "reason": "", "sizes": 1, "seconds": 1.0},
+    {"op": "op_flat", "runnable": True, "category": "ok", "reason": "", "sizes": 2, "seconds": 1.0},
+]
+
+RUNS = {
+    # success: 4 / 2 = 2.0x (per size 4.0 and 1.714...); random 4 / 3.2 = 1.25x
+    "op_win": {
+        "kforge": three_configs([0.5, 0.6, 0.7], [1, 2, 3]),
+        "random": three_configs([0.6, 0.6, 0.7], [1, 2, 3]),
+        "final": final("op_win", [1.0, 3.0], {
+            "kforge": candidate([0.25, 1.75], 30.0, config={"num_warps": 4, "BLOCK": 128}),
+            "random": candidate([0.8, 2.4], 31.0)})},
+    # kforge's candidate incorrect at the full sizes
+    "op_wrong": {
+        "kforge": three_configs([1.0, 2.0, 3.0], [1, 2, 3]),
+        "final": final("op_wrong", [1.0, 1.0], {
+            "kforge": candidate([0.5, 0.5], 10.0, correct=False),
+            "random": candidate([1.0, 1.0], 12.0)})},
+    # one configuration tried twice
+    "op_noknob": {
+        "kforge": [trial(0, {"BLOCK": 4}, 2.0, 1), trial(1, {"BLOCK": 4}, 2.1, 2)],
+        "final": final("op_noknob", [2.0], {"kforge": candidate([2.0], 5.0, trials=2)})},
+    # the original at 87.5% of the copy bandwidth; kforge's candidate is slower (0.8x, counted 1.0x)
+    "op_bound": {
+        "kforge": three_configs([1.0, 1.5, 2.0], [1, 2, 3]),
+        "final": final("op_bound", [0.8], {"kforge": candidate([1.0], 20.0)}, gbps=[3500.0])},
+    # searched, final.json missing; the fastest trial at 9 s of 10 s
+    "op_nofinal": {
+        "kforge": three_configs([2.0, 1.5, 1.0], [1, 5, 9]) + [trial(3, {"BLOCK": 1}, None, 10, "compile_failed")]},
+    # 1.0x, knobs with effect, found early
+    "op_other": {
+        "kforge": three_configs([1.0, 2.0, 3.0], [1, 5, 10]),
+        "final": final("op_other", [1.0], {"kforge": candidate([1.0], 25.0)})},
+    # 3.09 / 3.0 = 1.03x; trials within 2%; autotune 3.09 / 2.06 = 1.5x
+    "op_flat": {
+        "kforge": three_configs([1.00, 1.01, 1.02], [1, 2, 3]),
+        "final": final("op_flat", [1.03, 2.06], {
+            "kforge": candidate([1.0, 2.0], 40.0),
+            "autotune": candidate([0.5, 1.56], 4.0, trials=8)})},
+}
+
+
+def write_jsonl(path, records):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def make_campaign(root):
+    data = root / "data"
+    data.mkdir()
+    (data / "TritonBench_G_v1.json").write_text(json.dumps(
+        [{"file": f"{op}.py", "repo": "x/y", "output_triton_len": n, "star": "1", "difficulty": "2"}
+         for op, n in LENGTHS.items()]))
+    campaign = root / "campaign"
+    write_jsonl(campaign / "runnable.jsonl", RUNNABLE)
+    for op, run in RUNS.items():
+        for method in ("kforge", "random"):
+            if method in run:
+                write_jsonl(campaign / "runs" / op / f"{method}.jsonl", run[method])
+        if "final" in run:
+            (campaign / "runs" / op / "final.json").write_text(json.dumps(run["final"]))
+    return campaign, data
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    return make_campaign(tmp_path)
+
+
+def loaded(campaign_and_data):
+    campaign, data = campaign_and_data
+    operators, unknown = report.load_campaign(campaign, report.load_dataset(data))
+    assert unknown == []
+    return operators
+
+
+def test_buckets_follow_tritonforge_quartiles(campaign):
+    operators = loaded(campaign)
+    assert {o.op: o.bucket for o in operators} == {
+        "op_win": "Q1", "op_wrong": "Q1", "op_noknob": "Q2", "op_bound": "Q2", "op_notrun": "Q3",
+        "op_nofinal": "Q3", "op_other": "Q4", "op_flat": "Q4", "op_untried": "Q4"}
+    assert [o.op for o in operators] == sorted(LENGTHS)
+    untried = next(o for o in operators if o.op == "op_untried")
+    assert (untried.tried, untried.runnable, untried.category, untried.searched) == (False, False, "not_tried", False)
+
+
+def test_speedup_is_sum_over_sizes_and_needs_every_size():
+    assert report.tritonbench_speedup([1.0, 3.0], [0.25, 1.75]) == pytest.approx(2.0)
+    assert report.tritonbench_speedup([1.0, 3.0], [0.25, None]) is None
+    assert report.tritonbench_speedup([1.0, None], [0.25, 1.0]) is None
+    assert report.tritonbench_speedup([], []) is None
+
+
+def test_kforge_headline(campaign):
+    h = report.headline(loaded(campaign), "kforge")
+    assert (h.operators, h.tried, h.runnable, h.population, h.successes) == (9, 8, 7, 7, 1)
+    assert h.mean_success == pytest.approx(2.0)
+    # counted: 2.0 (win), 1.03 (flat), 1.0 for the five others (failures, 0.8x floored, 1.0x)
+    assert h.geomean == pytest.approx(math.exp((math.log(2.0) + math.log(1.03)) / 7))
+    assert h.geomean == pytest.approx(1.10876, abs=1e-5)
+    assert h.best == pytest.approx(2.0)
+    # search_gpu_s 30, 10, 5, 20, 25, 40 and op_nofinal's last clock_s, 10
+    assert h.median_gpu_s == pytest.approx(20.0)
+    assert h.total_gpu_s == pytest.approx(140.0)
+    assert report.headline_cells(h) == ["kforge", "7 / 8 / 9", "7", "1 (14.3%)", "1 (11.1%)", "2.00x", "1.11x",
+                                        "2.00x", "20.0", "140.0"]
+
+
+def test_random_and_autotune_headlines(campaign):
+    operators = loaded(campaign)
+    r = report.headline(operators, "random")
+    assert (r.population, r.successes) == (7, 1)
+    assert r.mean_success == pytest.approx(1.25)
+    assert r.geomean == pytest.approx(1.25 ** (1 / 7))
+    assert r.total_gpu_s == pytest.approx(43.0)
+    a = report.headline(operators, "autotune")
+    assert (a.population, a.successes, a.total_gpu_s) == (1, 1, 4.0)
+    assert a.mean_success == pytest.approx(1.5) and a.best == pytest.approx(1.5)
+    assert report.methods_present(operators) == ["kforge", "random", "autotune"]
+
+
+def test_bucket_headline(campaign):
+    operators = loaded(campaign)
+    q1 = report.headline([o for o in operators if o.bucket == "Q1"], "kforge")
+    assert (q1.operators, q1.runnable, q1.population, q1.successes) == (2, 2, 2, 1)
+    assert q1.geomean == pytest.approx(math.sqrt(2.0))
+    q3 = report.headline([o for o in operators if o.bucket == "Q3"], "kforge")
+    assert (q3.operators, q3.tried, q3.runnable, q3.population, q3.successes, q3.mean_success) == (2, 2, 1, 1, 0, None)
+
+
+def test_why_not_improved_classes(campaign):
+    operators = loaded(campaign)
+    classes = {o.op: report.why_not_improved(o, report.outcome(o, "kforge")) for o in operators}
+    assert classes == {"op_win": None, "op_wrong": "wrong", "op_noknob": "no_knob", "op_bound": "at_bound",
+                       "op_notrun": None, "op_nofinal": "search_too_short", "op_other": "other",
+                       "op_flat": "knobs_without_effect", "op_untried": None}
+
+
+def run_main(campaign_and_data, out):
+    campaign, data = campaign_and_data
+    return report.main([str(campaign), "--data", str(data), "--out", str(out)])
+
+
+def test_writes_report_csv_and_plots(campaign, tmp_path):
+    out = tmp_path / "results" / "tritonbench-g.md"
+    assert run_main(campaign, out) == 0
+    text = out.read_text()
+    assert text.startswith("# TritonBench-G")
+    assert f"--data {os.path.normpath(campaign[1])} --out {os.path.normpath(out)}" in text
+    assert "Partial campaign" not in text
+    assert "> The runnable filter has tried 8 of 9 operators; the other 1 count as not tried" in text
+    assert "| kforge | 7 / 8 / 9 | 7 | 1 (14.3%) | 1 (11.1%) | 2.00x | 1.11x | 2.00x | 20.0 | 140.0 |" in text
+    assert ("| TritonForge (H100, published) | 131 / 184 / 184 | 131 | 56 (42.7%) | 56 (30.4%) (derived) | 1.76x |"
+            in text)
+    assert "| Q1 (<= 801) | kforge | 2 / 2 / 2 | 2 | 1 (50.0%) | 1 (50.0%) | 2.00x | 1.41x |" in text
+    assert "| knobs_without_effect | 1 |" in text
+    assert "- **search_too_short**: op_nofinal" in text
+    assert "op_untried" not in text.split("## Files")[0].split("## Why not improved")[1]
+
+    rows = list(csv.DictReader(out.with_name("tritonbench-g.csv").open()))
+    assert tuple(rows[0].keys()) == report.CSV_COLUMNS
+    assert [r["op"] for r in rows] == sorted(LENGTHS)
+    win = next(r for r in rows if r["op"] == "op_win")
+    assert (win["bucket"], win["n_sizes"], win["kforge_speedup"], win["kforge_size_min"], win["kforge_size_median"],
+            win["kforge_size_max"], win["kforge_correct"], win["kforge_trials"], win["kforge_search_gpu_s"],
+            win["kforge_configuration"], win["random_speedup"], win["autotune_speedup"], win["why_not_improved"]) == \
+        ("Q1", "2", "2.0000", "1.7143", "2.8571", "4.0000", "true", "3", "30.0", '{"BLOCK":128,"num_warps":4}',
+         "1.2500", "", "")
+    notrun = next(r for r in rows if r["op"] == "op_notrun")
+    assert (notrun["runnable"], notrun["category"], notrun["searched"], notrun["kforge_speedup"]) == \
+        ("false", "compile_error", "false", "")
+    nofinal = next(r for r in rows if r["op"] == "op_nofinal")
+    assert (nofinal["has_final"], nofinal["n_sizes"], nofinal["kforge_trials"], nofinal["kforge_search_gpu_s"],
+            nofinal["why_not_improved"]) == ("false", "4", "4", "10.0", "search_too_short")
+    assert next(r for r in rows if r["op"] == "op_flat")["autotune_speedup"] == "1.5000"
+
+    for name in ("tritonbench-g-speedups.png", "tritonbench-g-speedup-vs-gpu-s.png"):
+        assert out.with_name(name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_regenerating_gives_the_same_bytes(campaign, tmp_path):
+    first, second = tmp_path / "a" / "r.md", tmp_path / "b" / "r.md"
+    assert run_main(campaign, first) == 0 and run_main(campaign, second) == 0
+    for suffix in (".md", ".csv", "-speedups.png", "-speedup-vs-gpu-s.png"):
+        a = first.with_name("r" + suffix).read_bytes()
+        b = second.with_name("r" + suffix).read_bytes()
+        if suffix == ".md":   # the command names its --out
+            a, b = a.replace(b"/a/", b"/x/"), b.replace(b"/b/", b"/x/")
+        assert a == b, suffix
+
+
+def test_partial_campaign_is_said_at_the_top(campaign, tmp_path):
+    for f in (campaign[0] / "runs" / "op_flat").iterdir():
+        f.unlink()
+    out = tmp_path / "r.md"
+    assert run_main(campaign, out) == 0
+    text = out.read_text()
+    assert "> **Partial campaign: 6 of 7 runnable operators searched so far.**" in text
+    assert text.index("Partial campaign") < text.index("## Headline")
+    assert "| kforge | 7 / 8 / 9 | 6 | 1 (16.7%) | 1 (11.1%) |" in text
+    assert "autotune" not in text.split("## Headline")[1].split("TritonForge")[0]
+
+
+def test_errors_name_the_file_and_exit_2(campaign, tmp_path, capsys):
+    assert run_main((tmp_path / "nowhere", campaign[1]), tmp_path / "r.md") == 2
+    assert "nowhere: the campaign folder does not exist" in capsys.readouterr().err
+
+    bad = campaign[0] / "runs" / "op_win" / "kforge.jsonl"
+    bad.write_text(bad.read_text() + "{not json\n")
+    assert run_main(campaign, tmp_path / "r.md") == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:4: malformed JSON line" in err
+
+    bad.write_text("[1, 2]\n")
+    assert run_main(campaign, tmp_path / "r.md") == 2
+    assert f"{bad}:1: expected a JSON object" in capsys.readouterr().err
+
+    (campaign[0] / "runs" / "op_win" / "kforge.jsonl").write_text("")
+    bad_final = {"sizes": ["1"], "original": {"ms": [1, 2]}}
+    (campaign[0] / "runs" / "op_win" / "final.json").write_text(json.dumps(bad_final))
+    assert run_main(campaign, tmp_path / "r.md") == 2
+    assert "final.json: 'original.ms' must be a list of 1 numbers" in capsys.readouterr().err
+
+    assert run_main((campaign[0], tmp_path / "no-data"), tmp_path / "r.md") == 2
+    assert "no-data: the TritonBench-G data folder does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "r.md").exists()
+
+
+@pytest.mark.skipif(not (REAL_DATA / "TritonBench_G_v1.json").exists(), reason=f"{REAL_DATA} is absent")
+def test_loader_reads_the_real_data():
+    lengths = report.load_dataset(REAL_DATA)
+    assert len(lengths) == 184
+    assert "add_example" in lengths and all(isinstance(n, int) and n > 0 for n in lengths.values())
+    counts = {b: 0 for b in report.BUCKETS}
+    for n in lengths.values():
+        counts[report.bucket_of(n)] += 1
+    # TritonForge's edges are the quartiles of these lengths: each bucket holds about a quarter.
+    assert all(40 <= c <= 52 for c in counts.values()), counts
