@@ -153,6 +153,8 @@ class program_evaluator final : public async_evaluator {
              {"profile_calls", opt_.profile_calls},
              {"metrics", opt_.metrics}};
     if (!spec_->end_marker.empty()) base_["end_marker"] = spec_->end_marker;
+    if (!spec_->adapter_file.empty())
+      base_["adapter"] = {{"file", spec_->adapter_file.string()}, {"function", spec_->adapter_function}};
     json tol = json::object();
     for (const auto& [dt, t] : spec_->tolerances)
       tol[std::string(to_string(dt))] = {{"rel", t.rel}, {"abs", t.abs}};

@@ -6,6 +6,8 @@
 //     program: add_example.py          # the module (relative to the config)
 //     call: add_wrapper                # the wrapper function that is called and timed
 //     inputs: inputs.py:add_inputs     # a function returning one argument tuple per shape
+//     adapter: harness.py:bind         # optional: bind(module) returns the callable to call with each
+//                                      #   shape's arguments (default: the module's `call` function)
 //     end_marker: "#####"              # optional: the program ends before the first line starting so
 //     parameters:                      # each bound to a knob of the source
 //       - {name: BLOCK_SIZE, values: [256, 1024], default: 256, knob: {literal: add_wrapper}}
@@ -49,6 +51,8 @@ struct program_spec {
   std::string call;
   std::filesystem::path inputs_file;  ///< absolute
   std::string inputs_function;
+  std::filesystem::path adapter_file;  ///< absolute; empty: call the module's `call` function
+  std::string adapter_function;
   std::string end_marker;
   search_space space;
   config defaults;  ///< the default configuration (each parameter's default or first value)

@@ -2,6 +2,8 @@
 #include "kforge/program.hpp"
 
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "config/kernel_parse.hpp"
 #include "kforge/error.hpp"
@@ -25,6 +27,15 @@ std::filesystem::path existing_file(const document& doc, const std::string& path
   std::error_code ec;
   if (!std::filesystem::is_regular_file(p, ec)) doc.at(key).fail("no such file: " + p.string());
   return p;
+}
+
+// "FILE.py:FUNCTION" -> (the existing file, FUNCTION).
+std::pair<std::filesystem::path, std::string> file_function(const document& doc, const std::string& text,
+                                                            const std::string& key, const char* what) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    doc.at(key).fail(std::string("expected FILE.py:FUNCTION (") + what + ")");
+  return {existing_file(doc, text.substr(0, colon), key), text.substr(colon + 1)};
 }
 
 program_knob parse_knob(const document& doc, const json& k, const std::string& key, const std::string& param) {
@@ -58,18 +69,21 @@ program_knob parse_knob(const document& doc, const json& k, const std::string& k
 
 program_spec parse_program_spec(const document& doc, const json& node, const std::string& key) {
   check_keys(doc, node, key,
-             {"program", "call", "inputs", "end_marker", "parameters", "constraints", "time_shapes", "tolerance",
+             {"program", "call", "inputs", "adapter", "end_marker", "parameters", "constraints", "time_shapes", "tolerance",
               "seed", "name"});
   program_spec p;
   p.program = existing_file(doc, require_string(doc, node, key, "program", "the program's .py file"),
                             join_key(key, "program"));
   p.call = require_string(doc, node, key, "call", "the wrapper function to call");
-  const auto inputs = require_string(doc, node, key, "inputs", "FILE.py:FUNCTION returning the calls' arguments");
-  const auto colon = inputs.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == inputs.size())
-    doc.at(join_key(key, "inputs")).fail("expected FILE.py:FUNCTION (a function returning one argument tuple per shape)");
-  p.inputs_file = existing_file(doc, inputs.substr(0, colon), join_key(key, "inputs"));
-  p.inputs_function = inputs.substr(colon + 1);
+  std::tie(p.inputs_file, p.inputs_function) = file_function(
+      doc, require_string(doc, node, key, "inputs", "FILE.py:FUNCTION returning the calls' arguments"),
+      join_key(key, "inputs"), "a function returning one argument tuple per shape");
+  if (const auto& a = child(node, "adapter"); !a.is_null()) {
+    if (!a.is_string()) doc.at(join_key(key, "adapter")).fail("expected FILE.py:FUNCTION");
+    std::tie(p.adapter_file, p.adapter_function) =
+        file_function(doc, a.get<std::string>(), join_key(key, "adapter"),
+                      "a function taking the program's module and returning the callable to call");
+  }
   if (const auto& m = child(node, "end_marker"); !m.is_null()) {
     if (!m.is_string() || m.get<std::string>().empty())
       doc.at(join_key(key, "end_marker")).fail("expected the text that starts the first line after the program");

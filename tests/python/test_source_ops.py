@@ -157,7 +157,8 @@ def test_keyword_added_to_call_without_arguments_and_with_trailing_comma():
 
 def test_suggested_values():
     assert source_ops.suggested_values("block", 1024) == [256, 512, 1024, 2048, 4096]
-    assert source_ops.suggested_values("block", 2) == [1, 2, 4, 8]
+    assert source_ops.suggested_values("block", 2) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    assert source_ops.suggested_values("block", 64) == [16, 32, 64, 128, 256, 512, 1024]
     assert source_ops.suggested_values("block", 48) == [48]
     assert source_ops.suggested_values("num_warps", 3) == [1, 2, 4, 8, 16]
     assert source_ops.suggested_values("num_stages", None) == [1, 2, 3, 4, 5]

@@ -223,7 +223,14 @@ class TorchDevice:
                 "sm_count": p.multi_processor_count, "memory_bytes": int(p.total_memory),
                 "l2_bytes": self.l2_bytes, "profiling": self._profiling,
                 "profiling_note": self._profiling_note, "torch": self.torch.__version__,
-                "cuda": self.torch.version.cuda}
+                "cuda": self.torch.version.cuda, "pci_bus_id": self._pci_bus_id()}
+
+    def _pci_bus_id(self) -> str | None:
+        """As the driver spells it (cuDeviceGetPCIBusId), for the device lock kforge-worker shares."""
+        p = self.props
+        if not hasattr(p, "pci_bus_id"):
+            return None
+        return f"{getattr(p, 'pci_domain_id', 0):04x}:{p.pci_bus_id:02x}:{getattr(p, 'pci_device_id', 0):02x}.0"
 
     # -- tensors
     def is_tensor(self, x) -> bool:

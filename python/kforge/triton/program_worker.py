@@ -15,7 +15,8 @@ line on stdout (flushed; fd 1 points to stderr otherwise, so a program's prints 
 ``{"op": "exit"}`` -> no answer; exit 0.
 
 ``{"op": "evaluate", "id": N, "program": "/abs/module.py", "call": "add_wrapper", "end_marker": "####",
-"inputs": {"file": "/abs/inputs.py", "function": "shapes"}, "knobs": [{"kind": "literal", "site":
+"inputs": {"file": "/abs/inputs.py", "function": "shapes"}, "adapter": {"file": "/abs/harness.py",
+"function": "bind"} (optional), "knobs": [{"kind": "literal", "site":
 "add_wrapper", "target": "BLOCK_SIZE", "value": 256}, ...], "time_shapes": [-1], "seed": 0,
 "tolerances": {"f32": {"rel": 1e-5, "abs": 1e-6}}, "timing": {"warmup": 3, "min_repeats": 15,
 "max_repeats": 200, "target_rel_ci": 0.01, "max_seconds": 3.0, "flush_l2": true}, "profile": true,
@@ -34,6 +35,9 @@ What an evaluation does:
 2. The *inputs*: ``function()`` of the inputs file, after seeding Python's, numpy's and torch's
    generators with ``seed``, returns a list of calls, one per shape: a tuple of positional arguments or
    ``{"args": [...], "kwargs": {...}}``. They are made once per worker and kept pristine.
+   With an ``adapter``, ``function(module)`` of the adapter's file returns the callable that is called with
+   each shape's arguments (e.g. a speed harness's ``call_op`` bound to the variant's module,
+   kforge.tritonbench_g.harness); otherwise the callable is the module's ``call`` function.
 3. The *reference* is the original program (cut, no knobs) on copies of the same inputs, once per shape
    per worker. It also tells which tensor arguments the program writes (changed by the call) and which
    of those it only writes (its result does not change when they are poisoned first).
@@ -47,6 +51,9 @@ What an evaluation does:
    restoring the arguments the program reads and writes and an L2 flush, between CUDA events, until the
    95% confidence interval of the median is within ``target_rel_ci`` of it (order statistics), or
    ``max_repeats`` / ``max_seconds``. ``times_ms`` are the first timed shape's samples.
+   Timing and profiling hold the GPU's lock exclusively, checks hold it shared (an advisory ``flock`` on
+   ``$KFORGE_LOCK_DIR`` or the temporary folder's ``kforge-gpu-<PCI bus id>.lock``, the file kforge-worker
+   uses): several workers on one GPU compile (the first call, outside the lock) while another times.
 6. Profile (``profile``): ``profile_calls`` more calls, each alone inside a CUPTI activity session
    (``torch.profiler``, CUDA activities): the kernels each call launched and their own durations.
    Metrics ``time.kernels_ms.shapeK`` (median over calls of the sum of the call's kernel durations),
@@ -63,12 +70,15 @@ A hang is the runner's timeout.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
 import math
 import os
 import sys
+import tempfile
 import time
 import traceback
 from typing import Any
@@ -298,6 +308,35 @@ class ModuleLoader:
         return module
 
 
+class DeviceLock:
+    """The GPU's measurement lock shared with kforge-worker (evaluators/cuda/worker/device_lock.hpp):
+    ``hold(exclusive)`` is a context holding the advisory flock shared (checks) or exclusive (timing and
+    profiling). The kernel drops it when the process dies. A lock that cannot be opened is a note and no
+    lock (measurements then are not isolated from other processes), never a failure."""
+
+    def __init__(self, device_key: str):
+        name = "kforge-gpu-" + "".join(c if c.isalnum() else "_" for c in device_key) + ".lock"
+        folder = os.environ.get("KFORGE_LOCK_DIR") or tempfile.gettempdir()
+        self.path = os.path.join(folder, name)
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as e:
+            print(f"program worker: cannot open the device lock {self.path} ({e}): measurements are not "
+                  "isolated from other processes on this GPU", file=sys.stderr)
+            self.fd = -1
+
+    @contextlib.contextmanager
+    def hold(self, exclusive: bool):
+        if self.fd < 0:
+            yield
+            return
+        fcntl.flock(self.fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
 def _failure_text(error: BaseException, limit: int = 4000) -> str:
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     return text if len(text) <= limit else "...\n" + text[-limit:]
@@ -341,6 +380,8 @@ class Worker:
         self.inputs_key = None
         self.shapes: list[Shape] = []
         self.reference_key = None
+        info = device.describe()
+        self.lock = DeviceLock(info.get("pci_bus_id") or f"{info['name']}-{device.index}")
 
     def hello(self) -> dict:
         info = self.device.describe()
@@ -397,16 +438,15 @@ class Worker:
             if not self.shapes:
                 raise VariantFailure("launch_failed", "the inputs function returned no calls")
             self.inputs_key = key
-        rkey = (req["program"], req.get("end_marker"), req["call"], _mtime(req["program"]), key)
+        rkey = (req["program"], req.get("end_marker"), req["call"], json.dumps(req.get("adapter")),
+                _mtime(req["program"]), key)
         if rkey == self.reference_key:
             return
         try:
             module = self._import(req, [])
-            wrapper = getattr(module, req["call"])
+            wrapper = self._bind(req, module)
         except VariantFailure as e:
             raise VariantFailure("launch_failed", "the original program: " + e.message)
-        except AttributeError:
-            raise VariantFailure("launch_failed", f"the original program has no function {req['call']!r}")
         for i, shape in enumerate(self.shapes):
             try:
                 self._reference(shape, wrapper)
@@ -460,6 +500,22 @@ class Worker:
         except Exception as e:
             raise VariantFailure("compile_failed", "the variant does not import:\n" + _failure_text(e))
 
+    def _bind(self, req: dict, module):
+        """The callable of a program module: the adapter's function(module), else module.<call>."""
+        adapter = req.get("adapter")
+        if not adapter:
+            wrapper = getattr(module, req["call"], None)
+            if wrapper is None:
+                raise VariantFailure("compile_failed", f"the program has no function {req['call']!r}")
+            return wrapper
+        try:
+            with open(adapter["file"], encoding="utf-8") as f:
+                helper = self.loader.load(f.read(), os.path.basename(adapter["file"]),
+                                          os.path.dirname(adapter["file"]))
+            return getattr(helper, adapter["function"])(module)
+        except Exception as e:
+            raise VariantFailure("launch_failed", "the adapter failed:\n" + _failure_text(e))
+
     def _call_checked(self, wrapper, shape: Shape, index: int, tolerances: dict) -> None:
         dev = self.device
         args, kwargs = self._fresh(shape, poison=True)
@@ -497,8 +553,10 @@ class Worker:
                "compile_s": 0.0, "check_s": 0.0, "benchmark_s": 0.0, "profile_s": 0.0, "fatal": False,
                "notes": ""}
         stage = "setup"
+        held = contextlib.ExitStack()  # the exclusive lock, from timing to the answer
         try:
-            self._setup(req)
+            with self.lock.hold(exclusive=False):
+                self._setup(req)
             n = len(self.shapes)
             timed = []
             for t in req.get("time_shapes", [-1]):
@@ -508,20 +566,20 @@ class Worker:
             stage = "import"
             t0 = time.perf_counter()
             module = self._import(req, knobs)
-            wrapper = getattr(module, req["call"], None)
-            if wrapper is None:
-                raise VariantFailure("compile_failed", f"the variant has no function {req['call']!r}")
+            wrapper = self._bind(req, module)
             stage = "check"
-            for i, shape in enumerate(self.shapes):  # the first call of each shape compiles (Triton's JIT)
+            for i, shape in enumerate(self.shapes):  # the first call compiles (Triton's JIT): not locked
                 t1 = time.perf_counter()
                 try:
-                    self._call_checked(wrapper, shape, i, tolerances)
+                    with self.lock.hold(exclusive=False) if i > 0 else contextlib.nullcontext():
+                        self._call_checked(wrapper, shape, i, tolerances)
                 finally:
                     if i == 0:
                         out["compile_s"] = time.perf_counter() - t0
                     else:
                         out["check_s"] += time.perf_counter() - t1
             stage = "timing"
+            held.enter_context(self.lock.hold(exclusive=True))  # timing and profiling: the GPU alone
             t2 = time.perf_counter()
             for j, si in enumerate(timed):
                 samples = self._time(wrapper, self.shapes[si], timing)
@@ -563,6 +621,8 @@ class Worker:
             else:
                 out.update(status="launch_failed", error=f"during {stage}: " + _failure_text(e))
             out["times_ms"] = []
+        finally:
+            held.close()
         return out
 
     def _time(self, wrapper, shape: Shape, timing: dict) -> list[float]:

@@ -38,6 +38,7 @@ NUM_STAGES_VALUES = [1, 2, 3, 4, 5]
 # Powers of two suggested around a block size: current / 4 ... current * 4, within these bounds.
 POWER_OF_TWO_SPAN = 2
 BLOCK_MIN, BLOCK_MAX = 1, 1 << 16
+BLOCK_REACH = 1024  # a power-of-two block size is always offered up to this
 
 
 class SourceOpError(ValueError):
@@ -613,8 +614,11 @@ def suggested_values(role: str, current: Any) -> list:
     if isinstance(current, bool):
         return [False, True]
     if isinstance(current, int) and current > 0 and current & (current - 1) == 0:
+        # Powers of two from a quarter of the current value up to 4x it, and at least up to BLOCK_REACH:
+        # code written with a tiny block (TritonBench-G's add_example: BLOCK_SIZE = 4) is tuned upwards.
         exponent = current.bit_length() - 1
-        return [1 << e for e in range(exponent - POWER_OF_TWO_SPAN, exponent + POWER_OF_TWO_SPAN + 1)
+        top = max(exponent + POWER_OF_TWO_SPAN, BLOCK_REACH.bit_length() - 1)
+        return [1 << e for e in range(exponent - POWER_OF_TWO_SPAN, top + 1)
                 if e >= 0 and BLOCK_MIN <= 1 << e <= BLOCK_MAX]
     return [] if current is None else [current]
 

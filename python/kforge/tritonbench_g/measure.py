@@ -1,0 +1,196 @@
+"""The final measurement of a TritonBench-G operator (issue 12, items 3 and 4): the original and each
+search's winner on EVERY size of the harness's sweep, checked, then timed interleaved.
+
+    python -m kforge.tritonbench_g.measure CAMPAIGN/OP --runs RUNS/OP [--rounds 2] [--warmup-ms 25] [--rep-ms 100]
+
+``CAMPAIGN/OP`` is the importer's folder (``kforge.json``: the parameters and their knobs; ``harness.py``);
+``RUNS/OP`` holds the searches' trials as ``kforge export --format jsonl`` wrote them (``kforge.jsonl``,
+``random.jsonl``) and receives ``final.json`` (layout: kforge.tritonbench_g.report).
+
+1. Correctness: each winner through the program worker's check (kforge.triton.program_worker.Worker) on
+   every size: fresh seeded inputs, write-only arguments and result blocks poisoned, every returned tensor
+   and every written argument compared with the original's, tolerances per dtype. A winner wrong on any
+   size is ``"correct": false`` with the worker's message, whatever its speed.
+2. Time, TritonBench's way: ``triton.testing.do_bench`` (median, the L2 flushed before each call, warm-up)
+   of the harness's ``call_op`` on ``to_cuda(input)``, per size, in ``--rounds`` rounds; within a round the
+   programs take turns in an order that alternates between rounds, so clock drift cannot favour either.
+   Each program's time per size is the median of its rounds. The protocol is recorded in final.json (it
+   is shorter than the harness's 100 ms warm-up and 1000 ms of repetitions: say so when quoting).
+3. The original's GB/s and TFLOP/s per size from the harness's ``get_gbps`` / ``get_tflops``, and the
+   peaks they are judged against (``--peak-gbps``: the copy bandwidth measured on the H200;
+   ``--peak-tflops``: the nominal dense fp16/bf16 tensor-core peak).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from kforge.triton import program_worker  # noqa: E402
+
+H200_COPY_GBPS = 4224.0    # docs/gpu-engine.md: device-to-device copy, 2026-12-03
+H200_DENSE_TFLOPS = 989.0  # NVIDIA's H200 datasheet: fp16/bf16 tensor core, dense
+
+
+def knobs_for(parameters: list[dict], configuration: dict) -> list[dict]:
+    """The worker's knob list for a configuration (as src/config/program.cpp's program_knobs makes it)."""
+    knobs = []
+    for p in parameters:
+        kind, where = next((k, v) for k, v in p["knob"].items() if k != "target")
+        knob = {"kind": kind, "target": p["knob"].get("target", p["name"]), "value": configuration[p["name"]]}
+        knob["kernel" if kind in ("autotune", "heuristic") else "site"] = where
+        knobs.append(knob)
+    return knobs
+
+
+def best_trial(path: str) -> dict | None:
+    """The fastest ok trial of an exported run (None: no file or no ok trial)."""
+    if not os.path.exists(path):
+        return None
+    best = None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("status") == "ok" and (best is None or r["time_ms"] < best["time_ms"]):
+                best = r
+    return best
+
+
+def search_seconds(path: str) -> tuple[float | None, int]:
+    """(the last trial's clock_s, the trial count) of an exported run."""
+    if not os.path.exists(path):
+        return None, 0
+    rows = [json.loads(line) for line in open(path, encoding="utf-8")]
+    return (max((r.get("clock_s", 0.0) for r in rows), default=None), len(rows))
+
+
+def check(experiment: dict, harness: str, knobs: list[dict], worker) -> tuple[bool, list[str]]:
+    """Every size of the sweep through the program worker's check."""
+    p = experiment["problem"]
+    req = {"op": "evaluate", "id": 0, "program": p["program"], "call": p["call"],
+           "end_marker": p.get("end_marker"), "inputs": {"file": harness, "function": "all_shapes"},
+           "adapter": {"file": harness, "function": "bind"}, "knobs": knobs, "time_shapes": [-1],
+           "seed": experiment.get("seed", 0), "profile": False,
+           "timing": {"warmup": 1, "min_repeats": 3, "max_repeats": 3, "max_seconds": 0.2}}
+    answer = worker.evaluate(req)
+    return answer["status"] == "ok", ([] if answer["status"] == "ok" else [f"{answer['status']}: {answer['error']}"])
+
+
+def variant_module(experiment: dict, knobs: list[dict], worker):
+    p = experiment["problem"]
+    return worker._import({"program": p["program"], "end_marker": p.get("end_marker")}, knobs)
+
+
+def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, rep_ms: float) -> dict:
+    """{name: [median ms per size]}: do_bench per size, programs in alternating order per round."""
+    import torch
+    import triton.testing
+    names = list(calls)
+    out = {n: [] for n in names}
+    for x in inputs:
+        samples = {n: [] for n in names}
+        for r in range(rounds):
+            for n in (names if r % 2 == 0 else names[::-1]):
+                try:
+                    samples[n].append(triton.testing.do_bench(lambda: calls[n](x), warmup=warmup_ms, rep=rep_ms,
+                                                              return_mode="median"))
+                except Exception:  # a winner that fails at a size no search size covered
+                    torch.cuda.synchronize()
+                    samples[n].append(math.nan)
+        for n in names:
+            good = [s for s in samples[n] if not math.isnan(s)]
+            out[n].append(statistics.median(good) if len(good) == len(samples[n]) else None)
+    return out
+
+
+def rate(fn, inp, ms):
+    try:
+        return float(fn(inp, ms)) if ms else None
+    except Exception:
+        return None
+
+
+def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_ms: float,
+            peak_gbps: float, peak_tflops: float, device: str = "torch") -> dict:
+    with open(os.path.join(campaign_op, "kforge.json"), encoding="utf-8") as f:
+        experiment = json.load(f)
+    harness_file = os.path.join(campaign_op, "harness.py")
+    worker = program_worker.Worker(program_worker.program_devices.make_device(device, 0),
+                                   os.path.join(os.environ.get("TMPDIR", "/tmp"), "kforge-measure"))
+    params = experiment["problem"]["parameters"]
+    op = experiment["problem"]["name"].split(".", 1)[1]
+    from kforge.tritonbench_g.harness import operator
+    h = operator(*_data_and_op(harness_file))
+    inputs = h.shapes("all")
+    calls = {"original": h.bind(variant_module(experiment, [], worker))}
+    candidates = {}
+    for name in ("kforge", "random"):
+        path = os.path.join(runs_op, name + ".jsonl")
+        best = best_trial(path)
+        seconds, trials = search_seconds(path)
+        if best is None:
+            if trials:
+                candidates[name] = {"configuration": None, "ms": None, "correct": False,
+                                    "errors": ["no correct trial in the search"], "search_gpu_s": seconds,
+                                    "trials": trials}
+            continue
+        knobs = knobs_for(params, best["configuration"])
+        correct, errors = check(experiment, harness_file, knobs, worker)
+        candidates[name] = {"configuration": best["configuration"], "correct": correct, "errors": errors,
+                            "search_gpu_s": seconds, "trials": trials, "search_best_ms": best["time_ms"]}
+        calls[name] = h.bind(variant_module(experiment, knobs, worker))
+    t0 = time.perf_counter()
+    times = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
+    for name in candidates:
+        if name in times:
+            candidates[name]["ms"] = times[name]
+    original = times["original"]
+    return {"op": op, "sizes": [str(i) for i in range(len(inputs))],
+            "protocol": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True, "rounds": rounds,
+                         "timer": "triton.testing.do_bench, median, L2 flushed", "seconds": round(time.perf_counter() - t0, 1)},
+            "original": {"ms": original,
+                         "gbps": [rate(h.perf.get_gbps, x, ms) for x, ms in zip(inputs, original)],
+                         "tflops": [rate(h.perf.get_tflops, x, ms) for x, ms in zip(inputs, original)]},
+            "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}}
+
+
+def _data_and_op(harness_file: str) -> tuple[str, str]:
+    """The (DATA, OP) a generated harness.py names."""
+    scope: dict = {}
+    for line in open(harness_file, encoding="utf-8"):
+        if line.startswith("DATA, OP = "):
+            exec(line, scope)  # two string literals the importer wrote
+            return scope["DATA"], scope["OP"]
+    raise ValueError(f"{harness_file}: no 'DATA, OP = ...' line (not written by kforge.tritonbench_g.importer?)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("campaign_op", help="the importer's folder of one operator")
+    ap.add_argument("--runs", required=True, help="the folder with kforge.jsonl / random.jsonl; final.json goes here")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warmup-ms", type=float, default=25.0)
+    ap.add_argument("--rep-ms", type=float, default=100.0)
+    ap.add_argument("--peak-gbps", type=float, default=H200_COPY_GBPS)
+    ap.add_argument("--peak-tflops", type=float, default=H200_DENSE_TFLOPS)
+    a = ap.parse_args(argv)
+    result = measure(a.campaign_op, a.runs, a.rounds, a.warmup_ms, a.rep_ms, a.peak_gbps, a.peak_tflops)
+    os.makedirs(a.runs, exist_ok=True)
+    with open(os.path.join(a.runs, "final.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1, default=lambda v: None)
+        f.write("\n")
+    summary = {n: c.get("correct") for n, c in result["candidates"].items()}
+    print(f"{result['op']}: {len(result['sizes'])} sizes measured in {result['protocol']['seconds']} s; correct {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

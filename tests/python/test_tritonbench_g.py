@@ -1,0 +1,191 @@
+"""kforge.tritonbench_g without a GPU: a toy operator laid out as TritonBench-G's data (kernels/<op>.py with
+a test block after a line of '#', perf/<op>_perf.py importing it as TritonBench_v1.<op>), numpy for tensors
+and the program worker's fake device. Covers the importer (index, experiments), the harness (size selection,
+the adapter rebinding the harness's imports to a variant), knobs_for, and one variant measured end to end
+through the program worker with the generated inputs and adapter."""
+import json
+import os
+import sys
+import types
+
+import pytest
+
+np = pytest.importorskip("numpy")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+from kforge.triton import program_devices, program_worker  # noqa: E402
+from kforge.tritonbench_g import harness, importer, measure, runnable  # noqa: E402
+
+KERNEL = '''import numpy as np
+from kforge.triton.program_devices import fake_empty, fake_kernel
+
+
+class _Kernel:
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __getitem__(self, grid):
+        def launch(*args, num_warps=4, num_stages=3, **constexprs):
+            fake_kernel(self.fn.__name__, 0.001 * num_warps)
+            return self.fn(*args, **constexprs)
+        return launch
+
+
+class triton:
+    jit = _Kernel
+
+
+class tl:
+    constexpr = int
+
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK_SIZE: tl.constexpr):
+    out[...] = x + y
+    if BLOCK_SIZE == 2:
+        out[0] += 1  # a planted fault: BLOCK_SIZE 2 is wrong
+
+
+def toy_add(x, y):
+    out = fake_empty(x.shape, x.dtype)
+    BLOCK_SIZE = 4
+    add_kernel[(1,)](x, y, out, x.size, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
+    return out
+''' + "#" * 146 + '''
+def test_toy():
+    raise SystemExit("the test block must never run")
+result_gold = test_toy()
+'''
+
+PERF = '''import sys, os
+sys.path.append(os.path.abspath(os.path.join(os.path.dirname(__file__), '..')))
+from TritonBench_v1.toy import toy_add
+from performance_utils import Performance_Metrics
+import numpy as np
+
+
+class performance_metrics(Performance_Metrics):
+    def __init__(self):
+        super().__init__('toy')
+
+    def get_input_tensors(self):
+        self.input_tensors = [(np.random.rand(2 ** i).astype(np.float32), np.random.rand(2 ** i).astype(np.float32))
+                              for i in range(4, 9)]
+
+    def to_cuda(self, input_tensor):
+        return input_tensor
+
+    def call_op(self, input_tensor):
+        return toy_add(input_tensor[0], input_tensor[1])
+
+    def get_gbps(self, input_tensor, runtime):
+        return 3 * input_tensor[0].nbytes / (runtime / 1000) / 1e9
+
+    def get_tflops(self, input_tensor, runtime):
+        return None
+'''
+
+UTILS = '''class Performance_Metrics:
+    def __init__(self, op_name, **kwargs):
+        self.op_name = op_name
+        self.input_tensors = []
+'''
+
+
+@pytest.fixture()
+def data(tmp_path):
+    d = tmp_path / "tritonbench-g"
+    (d / "kernels").mkdir(parents=True)
+    (d / "perf").mkdir()
+    (d / "kernels" / "toy.py").write_text(KERNEL)
+    (d / "kernels" / "plain.py").write_text("def f(x):\n    return x\n" + "#" * 146 + "\n")
+    (d / "perf" / "toy_perf.py").write_text(PERF)
+    (d / "perf" / "plain_perf.py").write_text("from TritonBench_v1.plain import f\n")
+    (d / "perf" / "performance_utils.py").write_text(UTILS)
+    (d / "TritonBench_G_v1.json").write_text(json.dumps([{"file": "toy.py", "output_triton_len": "812"}]))
+    return d
+
+
+def test_selection():
+    assert harness.parse_selection("all", 4) == [0, 1, 2, 3]
+    assert harness.parse_selection("spread:3", 14) == [0, 6, 13]
+    assert harness.parse_selection("spread:3", 2) == [0, 1]
+    assert harness.parse_selection("0,-1,0", 5) == [0, 4]
+    with pytest.raises(IndexError):
+        harness.parse_selection("7", 5)
+
+
+def test_importer_writes_experiments_and_an_index(data, tmp_path):
+    out = tmp_path / "campaign"
+    assert importer.main([str(data), "--out", str(out), "--seconds", "12",
+                          "--exclude", str(_write(tmp_path / "x.json", {"nope": "no reason"}))]) == 0
+    index = {r["op"]: r for r in json.loads((out / "index.json").read_text())}
+    assert index["toy"]["status"] == "ready" and index["toy"]["call"] == "toy_add"
+    assert index["toy"]["length"] == 812
+    assert index["plain"]["status"] == "no_knob" and not (out / "plain").exists()
+    e = json.loads((out / "toy" / "kforge.json").read_text())
+    names = [p["name"] for p in e["problem"]["parameters"]]
+    assert names == ["BLOCK_SIZE", "num_warps", "num_stages"]
+    assert e["problem"]["parameters"][0]["default"] == 4
+    assert 1024 in e["problem"]["parameters"][0]["values"]
+    assert e["problem"]["adapter"].endswith("toy/harness.py:bind")
+    assert e["budget"] == {"wall_time_s": 12.0} and e["strategy"] == "hybrid"
+    assert json.loads((out / "toy" / "random.json").read_text())["strategy"] == "random"
+    # An operator that does not exist is a usage error.
+    assert importer.main([str(data), "--out", str(out), "--ops", "toy,missing"]) == 2
+
+
+def test_harness_never_runs_the_test_block_and_binds_a_variant(data):
+    h = harness.operator(str(data), "toy")
+    assert [len(s[0][0]) for s in h.shapes("spread:3")] == [16, 64, 256]
+    assert set(h.imported) == {"toy_add"}
+    variant = types.SimpleNamespace(toy_add=lambda x, y: "variant")
+    call = h.bind(variant)
+    assert call(h.shapes("0")[0][0]) == "variant"
+    # The harness's own name is restored after the call.
+    assert vars(h.perf_module)["toy_add"] is h.original.toy_add
+    with pytest.raises(AttributeError, match="toy_add"):
+        h.bind(types.SimpleNamespace())
+
+
+def test_a_variant_through_the_worker_with_the_generated_inputs_and_adapter(data, tmp_path):
+    out = tmp_path / "campaign"
+    importer.main([str(data), "--out", str(out)])
+    e = json.loads((out / "toy" / "kforge.json").read_text())
+    worker = program_worker.Worker(program_devices.make_device("fake", 0), str(tmp_path / "cache"))
+    p = e["problem"]
+    harness_file = str(out / "toy" / "harness.py")
+
+    def evaluate(config, function="shapes"):
+        return worker.evaluate({"op": "evaluate", "id": 1, "program": p["program"], "call": p["call"],
+                                "end_marker": p["end_marker"], "inputs": {"file": harness_file, "function": function},
+                                "adapter": {"file": harness_file, "function": "bind"},
+                                "knobs": measure.knobs_for(p["parameters"], config), "time_shapes": [-1],
+                                "timing": {"min_repeats": 3, "max_repeats": 5, "max_seconds": 0.2}})
+
+    good = evaluate({"BLOCK_SIZE": 256, "num_warps": 8, "num_stages": 2})
+    assert good["status"] == "ok", good["error"]
+    bad = evaluate({"BLOCK_SIZE": 2, "num_warps": 4, "num_stages": 3}, "all_shapes")
+    assert bad["status"] == "wrong_result" and "shape 0" in bad["error"]
+
+
+def test_knobs_for_matches_the_problem_parameters():
+    params = [{"name": "B", "values": [1], "knob": {"literal": "w:3"}},
+              {"name": "BM", "values": [1], "knob": {"autotune": "k", "target": "BLOCK_M"}}]
+    assert measure.knobs_for(params, {"B": 8, "BM": 64}) == [
+        {"kind": "literal", "target": "B", "value": 8, "site": "w:3"},
+        {"kind": "autotune", "target": "BLOCK_M", "value": 64, "kernel": "k"}]
+
+
+def test_runnable_classification():
+    assert runnable.classify("operator", ModuleNotFoundError("No module named 'triton.ops'")) == "import_error"
+    assert runnable.classify("call", AttributeError("module 'triton.language' has no attribute 'libdevice'")) == "triton_api"
+    assert runnable.classify("harness", ValueError("bad size")) == "harness_error"
+    assert runnable.classify("call", RuntimeError("CUDA error: an illegal memory access")) == "runtime_error"
+    Compilation = type("CompilationError", (Exception,), {})
+    assert runnable.classify("call", Compilation("at 12:4")) == "compile_error"
+
+
+def _write(path, obj):
+    path.write_text(json.dumps(obj))
+    return path
