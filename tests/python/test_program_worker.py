@@ -149,6 +149,10 @@ def test_cut_program_and_apply_knobs():
     cut = pw.cut_program(src, "####")
     assert "result" not in cut and pw.cut_program(src, None) == src
     assert "B = 64" in pw.apply_knobs(cut, [{"kind": "literal", "site": "f", "target": "B", "value": 64}])
+    # The test code's top-level imports stay (a wrapper may use a module only the test code imports).
+    src2 = "def f(x):\n    return torch.ones(x)\n" + "#" * 20 + "\nimport torch\nfrom os import path as p\nresult = f(1)\n"
+    cut2 = pw.cut_program(src2, "####")
+    assert cut2 == "def f(x):\n    return torch.ones(x)\nimport torch\nfrom os import path as p\n"
 
 
 def test_knobs_as_parameters():
@@ -186,3 +190,9 @@ def test_answers_carry_no_nan(tmp_path):
     worker.evaluate = lambda req: {"id": 1, "status": "ok", "metrics": {"a": math.nan, "b": [math.inf, 1.0]}}
     pw.serve(worker, [json.dumps({"op": "evaluate", "id": 1})], out)
     assert json.loads(out.getvalue()) == {"id": 1, "status": "ok", "metrics": {"a": None, "b": [None, 1.0]}}
+
+
+def test_an_original_that_does_not_reproduce_itself_is_said_so(worker):
+    out = worker.evaluate(request(call="noisy"))
+    assert out["status"] == "launch_failed"
+    assert "not reproducible" in out["error"] and "candidates cannot be checked" in out["error"]

@@ -37,12 +37,9 @@ PACKAGE = "TritonBench_v1"
 
 
 def cut_source(source: str, marker: str = END_MARKER) -> str:
-    """The operator's source up to (not including) the first line starting with ``marker``."""
-    lines = source.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        if line.startswith(marker):
-            return "".join(lines[:i])
-    return source
+    """The operator as kforge's program worker cuts it (kforge.triton.program_worker.cut_program)."""
+    from kforge.triton.program_worker import cut_program
+    return cut_program(source, marker)
 
 
 def parse_selection(selection: str, count: int) -> list[int]:

@@ -89,26 +89,29 @@ def variant_module(experiment: dict, knobs: list[dict], worker):
     return worker._import({"program": p["program"], "end_marker": p.get("end_marker")}, knobs)
 
 
-def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, rep_ms: float) -> dict:
-    """{name: [median ms per size]}: do_bench per size, programs in alternating order per round."""
+def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, rep_ms: float) -> tuple[dict, dict]:
+    """({name: [median ms per size]}, {name: [errors]}): do_bench of ``call(input)`` per size, the programs
+    in an order that alternates between rounds. A size a program fails on is None, with the error."""
     import torch
     import triton.testing
     names = list(calls)
     out = {n: [] for n in names}
-    for x in inputs:
+    errors = {n: [] for n in names}
+    for i, x in enumerate(inputs):
         samples = {n: [] for n in names}
         for r in range(rounds):
             for n in (names if r % 2 == 0 else names[::-1]):
                 try:
                     samples[n].append(triton.testing.do_bench(lambda: calls[n](x), warmup=warmup_ms, rep=rep_ms,
                                                               return_mode="median"))
-                except Exception:  # a winner that fails at a size no search size covered
+                except Exception as e:  # e.g. a size no search size covered
                     torch.cuda.synchronize()
                     samples[n].append(math.nan)
+                    errors[n].append(f"size {i}: {type(e).__name__}: {str(e)[:300]}")
         for n in names:
             good = [s for s in samples[n] if not math.isnan(s)]
             out[n].append(statistics.median(good) if len(good) == len(samples[n]) else None)
-    return out
+    return out, errors
 
 
 def rate(fn, inp, ms):
@@ -129,7 +132,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     op = experiment["problem"]["name"].split(".", 1)[1]
     from kforge.tritonbench_g.harness import operator
     h = operator(*_data_and_op(harness_file))
-    inputs = h.shapes("all")
+    inputs = [call[0] for call in h.shapes("all")]  # each call is (to_cuda(input),)
     calls = {"original": h.bind(variant_module(experiment, [], worker))}
     candidates = {}
     for name in ("kforge", "random"):
@@ -148,15 +151,17 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                             "search_gpu_s": seconds, "trials": trials, "search_best_ms": best["time_ms"]}
         calls[name] = h.bind(variant_module(experiment, knobs, worker))
     t0 = time.perf_counter()
-    times = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
+    times, errors = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
     for name in candidates:
         if name in times:
             candidates[name]["ms"] = times[name]
+            candidates[name]["errors"] += errors[name]
+            candidates[name]["correct"] = candidates[name]["correct"] and not errors[name]
     original = times["original"]
     return {"op": op, "sizes": [str(i) for i in range(len(inputs))],
             "protocol": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True, "rounds": rounds,
                          "timer": "triton.testing.do_bench, median, L2 flushed", "seconds": round(time.perf_counter() - t0, 1)},
-            "original": {"ms": original,
+            "original": {"ms": original, "errors": errors["original"],
                          "gbps": [rate(h.perf.get_gbps, x, ms) for x, ms in zip(inputs, original)],
                          "tflops": [rate(h.perf.get_tflops, x, ms) for x, ms in zip(inputs, original)]},
             "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}}

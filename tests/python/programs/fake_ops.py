@@ -67,3 +67,10 @@ def update_kernel(x, acc, dst, BLOCK: tl.constexpr):
 
 def update(x, acc, dst):
     update_kernel[(1,)](x, acc, dst, BLOCK=16)
+
+
+def noisy(x, y, alpha):
+    """An original that does not reproduce itself (as a kernel with a race does)."""
+    out = fake_empty(x.shape, x.dtype)
+    out[...] = x + np.float32(np.random.rand())
+    return out
