@@ -64,12 +64,16 @@ def best_trial(path: str) -> dict | None:
     return best
 
 
-def search_seconds(path: str) -> tuple[float | None, int]:
-    """(the last trial's clock_s, the trial count) of an exported run."""
+def search_seconds(path: str) -> tuple[float | None, float | None, int]:
+    """(the search's wall seconds, the last trial's clock_s, the trial count) of an exported run. The wall
+    time is the whole ``kforge run`` (workers' start and the originals' reference runs included), from
+    ``<name>.wall_s`` beside the export when scripts/device-tritonbench-g wrote it, else None."""
     if not os.path.exists(path):
-        return None, 0
+        return None, None, 0
     rows = [json.loads(line) for line in open(path, encoding="utf-8")]
-    return (max((r.get("clock_s", 0.0) for r in rows), default=None), len(rows))
+    wall_file = path[:-len(".jsonl")] + ".wall_s"
+    wall = float(open(wall_file, encoding="utf-8").read()) if os.path.exists(wall_file) else None
+    return wall, max((r.get("clock_s", 0.0) for r in rows), default=None), len(rows)
 
 
 def check(experiment: dict, harness: str, knobs: list[dict], worker) -> tuple[bool, list[str]]:
@@ -138,17 +142,19 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     for name in ("kforge", "random"):
         path = os.path.join(runs_op, name + ".jsonl")
         best = best_trial(path)
-        seconds, trials = search_seconds(path)
+        wall, clock, trials = search_seconds(path)
+        seconds = wall if wall is not None else clock
         if best is None:
             if trials:
                 candidates[name] = {"configuration": None, "ms": None, "correct": False,
                                     "errors": ["no correct trial in the search"], "search_gpu_s": seconds,
-                                    "trials": trials}
+                                    "search_clock_s": clock, "trials": trials}
             continue
         knobs = knobs_for(params, best["configuration"])
         correct, errors = check(experiment, harness_file, knobs, worker)
         candidates[name] = {"configuration": best["configuration"], "correct": correct, "errors": errors,
-                            "search_gpu_s": seconds, "trials": trials, "search_best_ms": best["time_ms"]}
+                            "search_gpu_s": seconds, "search_clock_s": clock, "trials": trials,
+                            "search_best_ms": best["time_ms"]}
         calls[name] = h.bind(variant_module(experiment, knobs, worker))
     t0 = time.perf_counter()
     times, errors = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
