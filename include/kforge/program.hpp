@@ -55,8 +55,8 @@ struct program_spec {
   std::string adapter_function;
   std::string end_marker;
   search_space space;
-  config defaults;  ///< the default configuration (each parameter's default or first value)
-  std::vector<program_knob> knobs;    ///< one per parameter of `space`, in order
+  config defaults;                  ///< the default configuration (each parameter's default or first value)
+  std::vector<program_knob> knobs;  ///< one per parameter of `space`, in order
   std::vector<int> time_shapes{-1};
   std::map<dtype, tolerance> tolerances;
   std::uint64_t seed = 0;

@@ -18,7 +18,8 @@ std::string require_string(const document& doc, const json& node, const std::str
                            const char* what) {
   const auto& v = child(node, name);
   if (v.is_null()) doc.at(key).fail(std::string("missing key '") + name + "' (" + what + ")");
-  if (!v.is_string() || v.get<std::string>().empty()) doc.at(join_key(key, name)).fail(std::string("expected ") + what);
+  if (!v.is_string() || v.get<std::string>().empty())
+    doc.at(join_key(key, name)).fail(std::string("expected ") + what);
   return v.get<std::string>();
 }
 
@@ -38,7 +39,8 @@ std::pair<std::filesystem::path, std::string> file_function(const document& doc,
   return {existing_file(doc, text.substr(0, colon), key), text.substr(colon + 1)};
 }
 
-program_knob parse_knob(const document& doc, const json& k, const std::string& key, const std::string& param) {
+program_knob parse_knob(const document& doc, const json& k, const std::string& key,
+                        const std::string& param) {
   if (!k.is_object())
     doc.at(key).fail("expected {literal: SITE}, {launch: SITE}, {autotune: KERNEL} or {heuristic: KERNEL}");
   check_keys(doc, k, key, {"literal", "launch", "autotune", "heuristic", "target"});
@@ -50,7 +52,8 @@ program_knob parse_knob(const document& doc, const json& k, const std::string& k
     const bool by_kernel = std::string(kind) == "autotune" || std::string(kind) == "heuristic";
     if (!v.is_string() || v.get<std::string>().empty())
       doc.at(join_key(key, kind))
-          .fail(by_kernel ? "expected the @triton.jit kernel's name" : "expected a site: function or function:line");
+          .fail(by_kernel ? "expected the @triton.jit kernel's name"
+                          : "expected a site: function or function:line");
     out.kind = kind;
     (by_kernel ? out.kernel : out.site) = v.get<std::string>();
   }
@@ -69,8 +72,8 @@ program_knob parse_knob(const document& doc, const json& k, const std::string& k
 
 program_spec parse_program_spec(const document& doc, const json& node, const std::string& key) {
   check_keys(doc, node, key,
-             {"program", "call", "inputs", "adapter", "end_marker", "parameters", "constraints", "time_shapes", "tolerance",
-              "seed", "name"});
+             {"program", "call", "inputs", "adapter", "end_marker", "parameters", "constraints",
+              "time_shapes", "tolerance", "seed", "name"});
   program_spec p;
   p.program = existing_file(doc, require_string(doc, node, key, "program", "the program's .py file"),
                             join_key(key, "program"));
@@ -86,7 +89,8 @@ program_spec parse_program_spec(const document& doc, const json& node, const std
   }
   if (const auto& m = child(node, "end_marker"); !m.is_null()) {
     if (!m.is_string() || m.get<std::string>().empty())
-      doc.at(join_key(key, "end_marker")).fail("expected the text that starts the first line after the program");
+      doc.at(join_key(key, "end_marker"))
+          .fail("expected the text that starts the first line after the program");
     p.end_marker = m.get<std::string>();
   }
   p.name = child(node, "name").is_string() ? child(node, "name").get<std::string>()
@@ -104,7 +108,8 @@ program_spec parse_program_spec(const document& doc, const json& node, const std
     auto [prm, d] = parse_parameter(doc, ps[i], ikey, {"knob"});
     if (!names.insert(prm.name).second) doc.at(ikey + ".name").fail("a second parameter of this name");
     if (child(ps[i], "knob").is_null())
-      doc.at(ikey).fail("missing key 'knob' ({literal: SITE}, {launch: SITE}, {autotune: KERNEL}, {heuristic: KERNEL})");
+      doc.at(ikey).fail(
+          "missing key 'knob' ({literal: SITE}, {launch: SITE}, {autotune: KERNEL}, {heuristic: KERNEL})");
     p.knobs.push_back(parse_knob(doc, ps[i]["knob"], ikey + ".knob", prm.name));
     params.push_back(std::move(prm));
     defaults.push_back(std::move(d));
@@ -113,7 +118,8 @@ program_spec parse_program_spec(const document& doc, const json& node, const std
   for (std::size_t i = 0; i < p.knobs.size(); ++i) {
     const auto& k = p.knobs[i];
     if (!bound.insert({k.kind + " " + k.site + k.kernel, k.target}).second)
-      doc.at(pkey + "[" + std::to_string(i) + "].knob").fail("another parameter sets the same knob (" + k.target + ")");
+      doc.at(pkey + "[" + std::to_string(i) + "].knob")
+          .fail("another parameter sets the same knob (" + k.target + ")");
   }
   std::vector<std::string> constraints;
   if (const auto& cs = child(node, "constraints"); !cs.is_null()) {
@@ -131,7 +137,8 @@ program_spec parse_program_spec(const document& doc, const json& node, const std
   }
   p.defaults = resolve_defaults(doc, p.space, defaults, pkey);
   if (const auto& ts = child(node, "time_shapes"); !ts.is_null()) {
-    if (!ts.is_array() || ts.empty()) doc.at(join_key(key, "time_shapes")).fail("expected a list of call indices");
+    if (!ts.is_array() || ts.empty())
+      doc.at(join_key(key, "time_shapes")).fail("expected a list of call indices");
     p.time_shapes.clear();
     for (std::size_t i = 0; i < ts.size(); ++i) {
       if (!ts[i].is_number_integer())
@@ -141,7 +148,8 @@ program_spec parse_program_spec(const document& doc, const json& node, const std
     }
   }
   p.tolerances = default_tolerances();
-  if (const auto& t = child(node, "tolerance"); !t.is_null()) parse_tolerances(doc, t, join_key(key, "tolerance"), p.tolerances);
+  if (const auto& t = child(node, "tolerance"); !t.is_null())
+    parse_tolerances(doc, t, join_key(key, "tolerance"), p.tolerances);
   if (const auto& s = child(node, "seed"); !s.is_null()) {
     if (!s.is_number_unsigned()) doc.at(join_key(key, "seed")).fail("expected a non-negative integer");
     p.seed = s.get<std::uint64_t>();

@@ -21,9 +21,10 @@ std::filesystem::path write_experiment(const test::temp_dir& tmp, const std::str
       "problem:\n  program: " + (programs / "fake_ops.py").string() + "\n  call: axpy\n  inputs: " +
           (programs / "fake_inputs.py").string() + ":" + inputs_function + "\n" + problem_extra +
           "strategy: brute_force\n"
-          "evaluator: {type: program, params: {python: " + python + ", worker_args: [--fake], cache_dir: " +
-          (tmp.path() / "cache").string() + ", min_repeats: 5, max_repeats: 10, max_timing_seconds: 0.5" +
-          evaluator_extra + "}}\nbatch_size: 2\noutput: " + (tmp.path() / "run").string() + "\n");
+          "evaluator: {type: program, params: {python: " +
+          python + ", worker_args: [--fake], cache_dir: " + (tmp.path() / "cache").string() +
+          ", min_repeats: 5, max_repeats: 10, max_timing_seconds: 0.5" + evaluator_extra +
+          "}}\nbatch_size: 2\noutput: " + (tmp.path() / "run").string() + "\n");
 }
 
 TEST(program_evaluator_fake, every_fault_is_a_trial_and_workers_come_back) {
@@ -45,9 +46,9 @@ TEST(program_evaluator_fake, every_fault_is_a_trial_and_workers_come_back) {
   for (const auto& t : res.history.trials())
     by_mode[spec.prob.space.value_of(t.cfg, 0).as_int()] = &t;
   const std::map<std::int64_t, status> expected = {
-      {0, status::ok},      {1, status::wrong_result}, {2, status::wrong_result},
-      {3, status::crashed}, {4, status::timeout},      {5, status::crashed},
-      {6, status::launch_failed}, {7, status::wrong_result}, {8, status::ok}};
+      {0, status::ok},      {1, status::wrong_result}, {2, status::wrong_result},  {3, status::crashed},
+      {4, status::timeout}, {5, status::crashed},      {6, status::launch_failed}, {7, status::wrong_result},
+      {8, status::ok}};
   for (const auto& [mode, st] : expected) {
     ASSERT_TRUE(by_mode.count(mode)) << mode;
     const trial& t = *by_mode[mode];
@@ -78,11 +79,11 @@ TEST(program_evaluator_fake, a_knob_that_does_not_apply_is_an_invalid_trial) {
   if (!python) GTEST_SKIP() << why;
   register_builtins();
   test::temp_dir tmp;
-  const auto cfg = write_experiment(
-      tmp, *python,
-      "  parameters:\n    - {name: BLOCK, values: [32, 64], knob: {launch: axpy}}\n"
-      "    - {name: WIDTH, values: [1], knob: {launch: 'axpy', target: NOT_A_CONSTEXPR}}\n",
-      ", devices: [0]");
+  const auto cfg =
+      write_experiment(tmp, *python,
+                       "  parameters:\n    - {name: BLOCK, values: [32, 64], knob: {launch: axpy}}\n"
+                       "    - {name: WIDTH, values: [1], knob: {launch: 'axpy', target: NOT_A_CONSTEXPR}}\n",
+                       ", devices: [0]");
   const auto res = run_experiment(load_experiment(cfg.string()), {});
   ASSERT_EQ(res.history.size(), 2u);
   for (const auto& t : res.history.trials()) {
@@ -102,9 +103,9 @@ TEST(program_evaluator_fake, a_python_given_by_name_is_found_on_path) {
   const std::filesystem::path exe(*python);
   const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
   ::setenv("PATH", (exe.parent_path().string() + ":" + old_path).c_str(), 1);
-  const auto cfg = write_experiment(
-      tmp, exe.filename().string(), "  parameters:\n    - {name: MODE, values: [0], knob: {literal: axpy}}\n",
-      ", devices: [0]");
+  const auto cfg = write_experiment(tmp, exe.filename().string(),
+                                    "  parameters:\n    - {name: MODE, values: [0], knob: {literal: axpy}}\n",
+                                    ", devices: [0]");
   const auto res = run_experiment(load_experiment(cfg.string()), {});
   ::setenv("PATH", old_path.c_str(), 1);
   ASSERT_EQ(res.history.size(), 1u);
@@ -120,10 +121,11 @@ TEST(program_evaluator_fake, an_adapter_binds_the_callable) {
   register_builtins();
   test::temp_dir tmp;
   const auto programs = test::source_dir() / "tests/python/programs";
-  const auto cfg = write_experiment(tmp, *python,
-                                    "  adapter: " + (programs / "fake_inputs.py").string() +
-                                        ":bind_packed\n  parameters:\n    - {name: MODE, values: [0, 1], knob: {literal: axpy}}\n",
-                                    ", devices: [0]", "axpy_packed_shapes");
+  const auto cfg = write_experiment(
+      tmp, *python,
+      "  adapter: " + (programs / "fake_inputs.py").string() +
+          ":bind_packed\n  parameters:\n    - {name: MODE, values: [0, 1], knob: {literal: axpy}}\n",
+      ", devices: [0]", "axpy_packed_shapes");
   const auto res = run_experiment(load_experiment(cfg.string()), {});
   ASSERT_EQ(res.history.size(), 2u);
   for (const auto& t : res.history.trials()) {
@@ -137,8 +139,8 @@ TEST(program_problem, config_errors_name_the_key) {
   test::temp_dir tmp;
   const auto programs = test::source_dir() / "tests/python/programs";
   auto expect_error = [&](const std::string& problem, const std::string& words) {
-    const auto cfg = test::write_file(tmp.path() / "e.yaml", "problem:\n" + problem +
-                                                                 "strategy: random\nevaluator: {type: program}\n");
+    const auto cfg = test::write_file(
+        tmp.path() / "e.yaml", "problem:\n" + problem + "strategy: random\nevaluator: {type: program}\n");
     try {
       (void)load_experiment(cfg.string());
       ADD_FAILURE() << "no error for: " << problem;
@@ -154,11 +156,14 @@ TEST(program_problem, config_errors_name_the_key) {
   expect_error(prog + inputs + param, "missing key 'call'");
   expect_error(prog + "  call: axpy\n  inputs: fake_inputs.py\n" + param, "FILE.py:FUNCTION");
   expect_error(prog + "  call: axpy\n" + inputs, "expected parameters");
-  expect_error(prog + "  call: axpy\n" + inputs + "  parameters: [{name: B, values: [1, 2]}]\n", "missing key 'knob'");
-  expect_error(prog + "  call: axpy\n" + inputs + "  parameters: [{name: B, values: [1], knob: {literal: a, autotune: k}}]\n",
+  expect_error(prog + "  call: axpy\n" + inputs + "  parameters: [{name: B, values: [1, 2]}]\n",
+               "missing key 'knob'");
+  expect_error(prog + "  call: axpy\n" + inputs +
+                   "  parameters: [{name: B, values: [1], knob: {literal: a, autotune: k}}]\n",
                "exactly one of");
-  expect_error(prog + "  call: axpy\n" + inputs + "  parameters: [{name: B, values: [1], knob: {literl: a}}]\n",
-               "problem.parameters[0].knob.literl");
+  expect_error(
+      prog + "  call: axpy\n" + inputs + "  parameters: [{name: B, values: [1], knob: {literl: a}}]\n",
+      "problem.parameters[0].knob.literl");
   expect_error(prog + "  call: axpy\n" + inputs + param + "  tolerance: {f33: {rel: 1}}\n", "not a dtype");
   expect_error(prog + "  call: axpy\n" + inputs + param + "  time_shapes: [x]\n", "problem.time_shapes[0]");
   expect_error(prog + "  call: axpy\n" + inputs + param + "  kernel: k.yaml\n", "problem.kernel");
@@ -168,16 +173,19 @@ TEST(program_problem, config_errors_name_the_key) {
 
 TEST(program_problem, the_example_programs_load) {
   register_builtins();
-  const auto softmax = load_experiment((test::source_dir() / "experiments/programs/softmax/experiment.yaml").string());
+  const auto softmax =
+      load_experiment((test::source_dir() / "experiments/programs/softmax/experiment.yaml").string());
   ASSERT_TRUE(softmax.prob.program_desc);
   EXPECT_EQ(softmax.prob.space.valid().size(), 4u * 6u * 4u);
   EXPECT_EQ(softmax.prob.program_desc->knobs[1].kind, "launch");
   EXPECT_EQ(softmax.prob.program_desc->knobs[1].target, "num_warps");
   // TritonBench-G's operator is read from the shared data beside the repository, when it is there.
   if (!test::shared_data_dir()) GTEST_SKIP() << "../shared/data is missing";
-  const auto add = load_experiment((test::source_dir() / "experiments/programs/tritonbench-g/add_example.yaml").string());
+  const auto add =
+      load_experiment((test::source_dir() / "experiments/programs/tritonbench-g/add_example.yaml").string());
   EXPECT_EQ(add.prob.program_desc->end_marker, "#####");
-  EXPECT_EQ(add.prob.space.describe(add.prob.program_desc->defaults), "{BLOCK_SIZE=4, num_warps=4, num_stages=3}");
+  EXPECT_EQ(add.prob.space.describe(add.prob.program_desc->defaults),
+            "{BLOCK_SIZE=4, num_warps=4, num_stages=3}");
 }
 
 }  // namespace
