@@ -21,6 +21,7 @@
 
 #include "evaluators/cuda/builder.hpp"
 #include "evaluators/cuda/protocol.hpp"
+#include "evaluators/runner/pool_options.hpp"
 #include "evaluators/runner/runner.hpp"
 #include "evaluators/runner/timing_options.hpp"
 #include "kforge/document.hpp"
@@ -144,19 +145,12 @@ struct cuda_options {
       o.fail("worker",
              "the worker program " + c.worker.string() + " does not exist (build target kforge-worker)");
     if (o.has("worker_args")) c.worker_args = o.json("worker_args").get<std::vector<std::string>>();
-    if (o.has("devices")) {
-      c.run.devices = o.json("devices").get<std::vector<int>>();
-      if (c.run.devices.empty()) o.fail("devices", "give at least one device index");
-      c.all_devices = false;
-    }
+    c.all_devices = read_pool_options(o, c.run);
     c.run.command = {c.worker.string(), "--device", "{device}", "--cache",
                      (c.build.cache_dir / "nvrtc").string()};
     c.run.command.insert(c.run.command.end(), c.worker_args.begin(), c.worker_args.end());
-    c.run.workers_per_device = static_cast<int>(o.integer("workers_per_device"));
     c.run.log_dir = ctx.run_dir.empty() ? c.build.cache_dir / "logs" : ctx.run_dir / "workers";
     c.triton.log_dir = c.run.log_dir / "triton";
-    c.run.request_timeout_s = o.real("request_timeout_s");
-    c.run.retry_lost = static_cast<int>(o.integer("retry_lost"));
     c.timing.warmup = static_cast<int>(o.integer("warmup"));
     c.timing.min_repeats = static_cast<int>(o.integer("min_repeats"));
     c.timing.max_repeats = static_cast<int>(o.integer("max_repeats"));
@@ -415,42 +409,36 @@ void register_cuda_evaluator() {
       "compiles variants of a kernel (a kforge kernel description in CUDA C++ or Triton, or a T1 file's CUDA "
       "kernel) with NVRTC or Triton and checks, times and profiles them on GPUs (worker processes per GPU)",
       join_option_specs(
-          {optional_option("devices", option_type::list, "GPU indices to use (default: every visible GPU)"),
-           int_option("workers_per_device", 1, "worker processes per GPU", 1, 64),
-           int_option("compile_threads", 0, "NVRTC threads or Triton compile processes (0: one per core)", 0,
-                      1024),
-           optional_option(
-               "python", option_type::string,
-               "the Python with triton for Triton kernels (default: $KFORGE_PYTHON, <repo>/.venv, python3)"),
-           string_option("arch", "sm_90", "the architecture compiled for"),
-           optional_option("cache_dir", option_type::string,
-                           "compile cache (default ~/.cache/kforge or $KFORGE_CACHE)"),
-           optional_option("worker", option_type::string,
-                           "the kforge-worker program (default: next to kforge)"),
-           optional_option("worker_args", option_type::list,
-                           "extra arguments of the worker (tests use --fake)")},
-          timing_option_specs("launch", "launches"),
-          {string_option("timer", "events", "events (CUDA events) or cupti (activity records)",
-                         {"events", "cupti"}),
-           real_option("min_batch_us", 0.0, "launches shorter than this are timed in batches (0: never)", 0,
-                       1e6),
-           real_option("watchdog_min_ms", 2000.0, "a launch may always run this long", 1, 3.6e6),
-           real_option("watchdog_factor", 100.0, "... or this many times the reference's time", 1, 1e6),
-           real_option("request_timeout_s", 300.0, "a worker silent this long is killed", 1, 86400),
-           int_option(
-               "retry_lost", 1,
-               "times a variant whose worker died unannounced is dispatched again before it is crashed", 0,
-               10),
-           bool_option("profile", true, "collect CUPTI metrics (profiling runs apart from timing runs)"),
-           optional_option("metrics", option_type::list, "CUPTI metric names (default: a 1-pass set)"),
-           bool_option("deep_profile", false,
-                       "also collect a deeper, multi-pass metric set for each new best (about 0.5 s each on "
-                       "an H200)"),
-           optional_option("deep_metrics", option_type::list,
-                           "the deeper set (default: SM and memory throughput, L2 hit rate, stalls)"),
-           bool_option(
-               "static_filter", true,
-               "variants that cannot launch by their static resources are invalid without a GPU run")}),
+          {pool_option_specs(300.0, "a worker silent this long is killed"),
+           {int_option("compile_threads", 0, "NVRTC threads or Triton compile processes (0: one per core)", 0,
+                       1024),
+            optional_option(
+                "python", option_type::string,
+                "the Python with triton for Triton kernels (default: $KFORGE_PYTHON, <repo>/.venv, python3)"),
+            string_option("arch", "sm_90", "the architecture compiled for"),
+            optional_option("cache_dir", option_type::string,
+                            "compile cache (default ~/.cache/kforge or $KFORGE_CACHE)"),
+            optional_option("worker", option_type::string,
+                            "the kforge-worker program (default: next to kforge)"),
+            optional_option("worker_args", option_type::list,
+                            "extra arguments of the worker (tests use --fake)")},
+           timing_option_specs("launch", "launches"),
+           {string_option("timer", "events", "events (CUDA events) or cupti (activity records)",
+                          {"events", "cupti"}),
+            real_option("min_batch_us", 0.0, "launches shorter than this are timed in batches (0: never)", 0,
+                        1e6),
+            real_option("watchdog_min_ms", 2000.0, "a launch may always run this long", 1, 3.6e6),
+            real_option("watchdog_factor", 100.0, "... or this many times the reference's time", 1, 1e6),
+            bool_option("profile", true, "collect CUPTI metrics (profiling runs apart from timing runs)"),
+            optional_option("metrics", option_type::list, "CUPTI metric names (default: a 1-pass set)"),
+            bool_option("deep_profile", false,
+                        "also collect a deeper, multi-pass metric set for each new best (about 0.5 s each on "
+                        "an H200)"),
+            optional_option("deep_metrics", option_type::list,
+                            "the deeper set (default: SM and memory throughput, L2 hit rate, stalls)"),
+            bool_option(
+                "static_filter", true,
+                "variants that cannot launch by their static resources are invalid without a GPU run")}}),
       [](const options& o, const evaluator_context& ctx) -> evaluator {
         if (!ctx.prob.kernel_desc) {
           if (ctx.prob.kernel_error) std::rethrow_exception(ctx.prob.kernel_error);

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "evaluators/runner/pool_options.hpp"
 #include "evaluators/runner/runner.hpp"
 #include "evaluators/runner/timing_options.hpp"
 #include "kforge/document.hpp"
@@ -84,18 +85,11 @@ struct program_options {
     p.cache_dir = o.has("cache_dir")
                       ? std::filesystem::path(resolve_path(o.string("cache_dir"), ctx.base_dir))
                       : default_cache_dir();
-    if (o.has("devices")) {
-      p.run.devices = o.json("devices").get<std::vector<int>>();
-      if (p.run.devices.empty()) o.fail("devices", "give at least one device index");
-      p.all_devices = false;
-    }
+    p.all_devices = read_pool_options(o, p.run);
     p.run.command = {p.python,   p.worker.string(), "--device",
                      "{device}", "--cache",         (p.cache_dir / "programs").string()};
     p.run.command.insert(p.run.command.end(), p.worker_args.begin(), p.worker_args.end());
-    p.run.workers_per_device = static_cast<int>(o.integer("workers_per_device"));
     p.run.log_dir = ctx.run_dir.empty() ? p.cache_dir / "logs" : ctx.run_dir / "workers";
-    p.run.request_timeout_s = o.real("request_timeout_s");
-    p.run.retry_lost = static_cast<int>(o.integer("retry_lost"));
     p.timing = {{"warmup", o.integer("warmup")},
                 {"min_repeats", o.integer("min_repeats")},
                 {"max_repeats", o.integer("max_repeats")},
@@ -298,28 +292,24 @@ void register_program_evaluator() {
       "workers (Python processes per GPU, python/kforge/triton/program_worker.py): every output compared "
       "with the original program's, the call timed with CUDA events, kernels' time from CUPTI activity",
       join_option_specs(
-          {optional_option("devices", option_type::list, "GPU indices to use (default: every visible GPU)"),
-           int_option("workers_per_device", 1, "worker processes per GPU", 1, 64),
-           optional_option("python", option_type::string,
-                           "the Python with torch and triton (default: $KFORGE_PYTHON, else python3)"),
-           optional_option("cache_dir", option_type::string,
-                           "variants' sources and logs (default ~/.cache/kforge or $KFORGE_CACHE)"),
-           optional_option("worker_args", option_type::list,
-                           "extra arguments of the worker (tests use --fake)")},
-          timing_option_specs("call", "calls"),
-          {bool_option("profile", true, "the kernels' own time from CUPTI activity records (torch.profiler)"),
-           int_option("profile_calls", 5, "calls recorded for the kernels' time", 1, 1000),
-           optional_option(
-               "metrics", option_type::list,
-               "CUPTI metrics of the call's kernels, summed (experimental: Kineto's range profiler)"),
-           real_option(
-               "request_timeout_s", 120.0,
-               "a worker silent this long is killed (the first call of a variant compiles its kernels)", 1,
-               86400),
-           int_option(
-               "retry_lost", 1,
-               "times a variant whose worker died unannounced is dispatched again before it is crashed", 0,
-               10)}),
+          {pool_option_specs(120.0,
+                             "a worker silent this long is killed (the first call of a variant compiles its "
+                             "kernels)"),
+           {optional_option("python", option_type::string,
+                            "the Python with torch and triton (default: $KFORGE_PYTHON, else python3)"),
+            optional_option("cache_dir", option_type::string,
+                            "variants' sources and logs (default ~/.cache/kforge or $KFORGE_CACHE)"),
+            optional_option("worker_args", option_type::list,
+                            "extra arguments of the worker (tests use --fake)")},
+           timing_option_specs("call", "calls"),
+           {
+               bool_option("profile", true,
+                           "the kernels' own time from CUPTI activity records (torch.profiler)"),
+               int_option("profile_calls", 5, "calls recorded for the kernels' time", 1, 1000),
+               optional_option(
+                   "metrics", option_type::list,
+                   "CUPTI metrics of the call's kernels, summed (experimental: Kineto's range profiler)"),
+           }}),
       [](const options& o, const evaluator_context& ctx) -> evaluator {
         if (!ctx.prob.program_desc)
           o.where().fail(

@@ -18,11 +18,11 @@ void check_timing_options(const options& o) {
     o.fail("min_repeats", "must not exceed max_repeats");
 }
 
-std::vector<option_spec> join_option_specs(std::vector<option_spec> a, const std::vector<option_spec>& b,
-                                           const std::vector<option_spec>& c) {
-  a.insert(a.end(), b.begin(), b.end());
-  a.insert(a.end(), c.begin(), c.end());
-  return a;
+std::vector<option_spec> join_option_specs(std::initializer_list<std::vector<option_spec>> parts) {
+  std::vector<option_spec> out;
+  for (const auto& part : parts)
+    out.insert(out.end(), part.begin(), part.end());
+  return out;
 }
 
 }  // namespace kf

@@ -4,6 +4,7 @@
 // offer, their defaults, bounds and docs.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,7 @@ std::vector<option_spec> timing_option_specs(const std::string& one, const std::
 /// through `o` with the key.
 void check_timing_options(const options& o);
 
-/// `a`, then `b`, then `c`: an option table assembled from shared parts, in that order.
-std::vector<option_spec> join_option_specs(std::vector<option_spec> a, const std::vector<option_spec>& b,
-                                           const std::vector<option_spec>& c = {});
+/// An option table assembled from shared parts, in the order given.
+std::vector<option_spec> join_option_specs(std::initializer_list<std::vector<option_spec>> parts);
 
 }  // namespace kf
