@@ -177,15 +177,12 @@ class cuda_evaluator final : public async_evaluator {
  public:
   cuda_evaluator(std::shared_ptr<const kernel_spec> spec, cuda_options o)
       : spec_(std::move(spec)), opt_(std::move(o)) {
-    if (opt_.all_devices) {
-      const int n = count_worker_devices("'" + opt_.worker.string() + "' --count");
-      if (n <= 0)
-        throw error("no GPU is visible to " + opt_.worker.string() +
-                    " (no driver, or CUDA_VISIBLE_DEVICES hides every device); the cuda evaluator needs one");
-      opt_.run.devices.clear();
-      for (int d = 0; d < n; ++d)
-        opt_.run.devices.push_back(d);
-    }
+    if (opt_.all_devices)
+      use_every_visible_device(
+          opt_.run, "'" + opt_.worker.string() + "' --count",
+          "no GPU is visible to " + opt_.worker.string() +
+              " (no driver, or CUDA_VISIBLE_DEVICES hides every device); the cuda evaluator "
+              "needs one");
     // Callbacks run on the runner's thread holding its lock: they take mu_, so nothing here calls the
     // runner while holding mu_.
     runner_ = std::make_unique<runner>(opt_.run,

@@ -107,28 +107,24 @@ struct program_options {
   }
 };
 
-// The GPUs the worker's Python sees (torch.cuda.device_count()).
-int count_devices(const program_options& p) {
+// The command that prints how many GPUs the worker's Python sees (torch.cuda.device_count()).
+std::string count_command(const program_options& p) {
   std::string cmd = "'" + p.python + "' '" + p.worker.string() + "' --count";
   for (const auto& a : p.worker_args)
     if (a == "--fake") cmd += " --fake";
-  return count_worker_devices(cmd);
+  return cmd;
 }
 
 class program_evaluator final : public async_evaluator {
  public:
   program_evaluator(std::shared_ptr<const program_spec> spec, program_options o)
       : spec_(std::move(spec)), opt_(std::move(o)) {
-    if (opt_.all_devices) {
-      const int n = count_devices(opt_);
-      if (n <= 0)
-        throw error("no GPU is visible to " + opt_.python +
-                    " (torch.cuda.device_count() is 0, or torch is "
-                    "missing); the program evaluator needs one (or worker_args: [--fake] for tests)");
-      opt_.run.devices.clear();
-      for (int d = 0; d < n; ++d)
-        opt_.run.devices.push_back(d);
-    }
+    if (opt_.all_devices)
+      use_every_visible_device(
+          opt_.run, count_command(opt_),
+          "no GPU is visible to " + opt_.python +
+              " (torch.cuda.device_count() is 0, or torch is missing); the program evaluator "
+              "needs one (or worker_args: [--fake] for tests)");
     runner_ = std::make_unique<runner>(opt_.run,
                                        runner::callbacks{[this](run_outcome r) { on_outcome(std::move(r)); },
                                                          [this] { on_runner_failure(); }});

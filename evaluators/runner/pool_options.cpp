@@ -1,5 +1,7 @@
 #include "evaluators/runner/pool_options.hpp"
 
+#include "kforge/error.hpp"
+
 namespace kf {
 
 std::vector<option_spec> pool_option_specs(double timeout_s, const std::string& timeout_doc) {
@@ -21,6 +23,15 @@ bool read_pool_options(const options& o, runner_options& run) {
   run.devices = o.json("devices").get<std::vector<int>>();
   if (run.devices.empty()) o.fail("devices", "give at least one device index");
   return false;
+}
+
+void use_every_visible_device(runner_options& run, const std::string& count_command,
+                              const std::string& none_visible) {
+  const int n = count_worker_devices(count_command);
+  if (n <= 0) throw error(none_visible);
+  run.devices.clear();
+  for (int d = 0; d < n; ++d)
+    run.devices.push_back(d);
 }
 
 }  // namespace kf

@@ -20,4 +20,9 @@ std::vector<option_spec> pool_option_specs(double timeout_s, const std::string& 
 /// the evaluator then uses every GPU its workers see. Fails through `o` with the key on misuse.
 bool read_pool_options(const options& o, runner_options& run);
 
+/// Sets run.devices to 0 .. n-1, n the count that `count_command` (a shell command: the worker with
+/// --count) prints; none is an error that says `none_visible`.
+void use_every_visible_device(runner_options& run, const std::string& count_command,
+                              const std::string& none_visible);
+
 }  // namespace kf
