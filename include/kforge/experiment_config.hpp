@@ -35,6 +35,10 @@ struct budget_spec {
   /// dropped as on an interrupt (not stored: a --resume with a larger budget evaluates them). Unset: 10% of
   /// wall_seconds, at least 5 s.
   std::optional<double> wall_grace_seconds;
+  /// The wall-time budget counts the evaluator's start-up too (workers started and greeted, references
+  /// compiled or run): the loop gets wall_seconds minus the set-up time. For budgets that must bound a
+  /// GPU's whole occupation (TritonBench-G's 30 s per operator).
+  bool wall_includes_setup = false;
   bool unlimited() const noexcept { return !evaluations && !wall_seconds && !simulated_seconds; }
   double wall_grace() const noexcept {
     return wall_grace_seconds.value_or(std::max(5.0, 0.1 * wall_seconds.value_or(0.0)));

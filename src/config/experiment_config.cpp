@@ -150,9 +150,12 @@ experiment_spec parse_experiment(const document& doc) {
     if (!b.is_object())
       doc.at("budget").fail("expected a mapping with evaluations, wall_time_s and/or simulated_time_s");
     for (const auto& [k, v] : b.items())
-      if (k != "evaluations" && k != "wall_time_s" && k != "simulated_time_s" && k != "wall_grace_s")
+      if (k != "evaluations" && k != "wall_time_s" && k != "simulated_time_s" && k != "wall_grace_s" &&
+          k != "wall_includes_setup")
         doc.at("budget." + k)
-            .fail("unknown key (expected evaluations, wall_time_s, wall_grace_s, simulated_time_s)");
+            .fail(
+                "unknown key (expected evaluations, wall_time_s, wall_grace_s, wall_includes_setup, "
+                "simulated_time_s)");
     if (auto e = positive_number(doc, b, "evaluations", true))
       s.budget.evaluations = static_cast<std::size_t>(*e);
     s.budget.wall_seconds = positive_number(doc, b, "wall_time_s", false);
@@ -160,6 +163,13 @@ experiment_spec parse_experiment(const document& doc) {
     s.budget.wall_grace_seconds = positive_number(doc, b, "wall_grace_s", false);
     if (s.budget.wall_grace_seconds && !s.budget.wall_seconds)
       doc.at("budget.wall_grace_s").fail("applies only with wall_time_s");
+    if (b.contains("wall_includes_setup")) {
+      if (!b["wall_includes_setup"].is_boolean())
+        doc.at("budget.wall_includes_setup").fail("expected true or false");
+      s.budget.wall_includes_setup = b["wall_includes_setup"].get<bool>();
+      if (s.budget.wall_includes_setup && !s.budget.wall_seconds)
+        doc.at("budget.wall_includes_setup").fail("applies only with wall_time_s");
+    }
   }
   if (root.contains("seed")) s.seed = seed_value(root["seed"], doc.at("seed"));
   if (root.contains("batch_size")) {

@@ -402,6 +402,7 @@ json budget_json(const budget_spec& b) {
   if (b.wall_seconds) j["wall_time_s"] = *b.wall_seconds;
   if (b.simulated_seconds) j["simulated_time_s"] = *b.simulated_seconds;
   if (b.wall_grace_seconds) j["wall_grace_s"] = *b.wall_grace_seconds;
+  if (b.wall_includes_setup) j["wall_includes_setup"] = true;
   return j;
 }
 }  // namespace
@@ -446,7 +447,10 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
     run_options o = opts;
     o.schedule = spec.schedule;
     const double setup_s = res.setup_s;
-    res = run_loop(spec.prob.space, strat, eval, spec.budget, spec.seed, batch, store.get(), o);
+    budget_spec budget = spec.budget;
+    if (budget.wall_includes_setup && budget.wall_seconds)
+      budget.wall_seconds = std::max(0.0, *budget.wall_seconds - setup_s);
+    res = run_loop(spec.prob.space, strat, eval, budget, spec.seed, batch, store.get(), o);
     res.setup_s = setup_s;
     if (store) store->set_meta("evaluator", eval.describe());  // again: restarts, profiling state at the end
   } catch (const std::exception& e) {

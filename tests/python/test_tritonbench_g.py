@@ -129,7 +129,8 @@ def test_importer_writes_experiments_and_an_index(data, tmp_path):
     assert e["problem"]["parameters"][0]["default"] == 4
     assert 1024 in e["problem"]["parameters"][0]["values"]
     assert e["problem"]["adapter"].endswith("toy/harness.py:bind")
-    assert e["budget"] == {"wall_time_s": 12.0} and e["strategy"] == "hybrid"
+    assert e["budget"] == {"wall_time_s": 12.0, "wall_includes_setup": True, "wall_grace_s": 1.0}
+    assert e["strategy"] == "hybrid"
     assert json.loads((out / "toy" / "random.json").read_text())["strategy"] == "random"
     # An operator that does not exist is a usage error.
     assert importer.main([str(data), "--out", str(out), "--ops", "toy,missing"]) == 2

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "kforge/error.hpp"
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
@@ -115,6 +118,35 @@ TEST(experiment, contract_violations_are_errors) {
   } catch (const error& ex) {
     EXPECT_NE(std::string(ex.what()).find("already measured"), std::string::npos) << ex.what();
   }
+}
+
+// budget.wall_includes_setup: the evaluator's start-up is charged to the wall-time budget. An evaluator
+// that takes 0.4 s to start leaves nothing of a 0.3 s budget; without the option the loop gets its 0.3 s.
+TEST(experiment, a_wall_budget_that_includes_setup_charges_the_evaluators_start) {
+  register_builtins();
+  test::temp_dir tmp;
+  auto run = [&](bool includes) {
+    const auto cfg = test::write_file(
+        tmp.path() / "e.yaml",
+        "problem: {t1: " + (test::source_dir() / "experiments/stencil2d-h200/T1.json").string() +
+            "}\nstrategy: random\nevaluator: {type: replay, params: {file: " +
+            (test::source_dir() / "experiments/stencil2d-h200/cache.json").string() +
+            "}}\nbudget: {wall_time_s: 0.3, wall_includes_setup: " + (includes ? "true" : "false") + "}\n");
+    auto spec = load_experiment(cfg.string());
+    run_options o;
+    o.use_store = false;
+    o.make_evaluator = [&spec](const evaluator_context& ctx) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      return evaluator_registry().create(spec.evaluator, ctx);
+    };
+    return run_experiment(spec, o);
+  };
+  const auto charged = run(true);
+  EXPECT_GE(charged.setup_s, 0.4);
+  EXPECT_EQ(charged.reason, stop_reason::wall_time);
+  EXPECT_EQ(charged.history.size(), 0u);
+  const auto free_start = run(false);
+  EXPECT_GT(free_start.history.size(), 0u);
 }
 
 TEST(experiment, full_run_with_store_and_report) {

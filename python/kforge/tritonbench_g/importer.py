@@ -11,7 +11,8 @@ DATA is ../shared/data/tritonbench-g (read where it is; nothing is copied). For 
   its test block, the knobs ``source_ops.find_knobs`` finds (constexpr arguments at launch sites, literals
   in the wrapper, launch keywords, autotune lists, heuristics) as parameters with their suggested values,
   the largest selected size timed (TritonBench's metric sums times over sizes: the largest sizes weigh
-  most), all selected sizes checked; the default strategy (hybrid) or random search; a wall-time budget.
+  most), all selected sizes checked; the default strategy (hybrid) or random search; a wall-time budget
+  that counts the workers' start-up (``wall_includes_setup``) with a 1 s grace.
 
 and ``CAMPAIGN/index.json``: one record per operator: ``status`` ``ready``, ``no_knob`` (nothing to turn:
 no experiment is written), ``excluded`` (by the exclusion file, with its reason) or ``error`` (the source
@@ -90,7 +91,9 @@ def experiment(data_dir: str, folder: str, op: str, call: str, parameters: list,
                     "end_marker": END_MARKER, "parameters": parameters, "time_shapes": [-1]},
         "strategy": strategy,
         "evaluator": EVALUATOR,
-        "budget": {"wall_time_s": seconds},
+        # The whole run within `seconds` of the GPU: workers' start and the original's reference runs
+        # included, trials still running 1 s after the budget dropped.
+        "budget": {"wall_time_s": seconds, "wall_includes_setup": True, "wall_grace_s": 1.0},
         "seed": seed,
         "output": os.path.join(folder, "run-" + ("kforge" if strategy == "hybrid" else strategy)),
     }
