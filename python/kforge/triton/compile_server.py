@@ -109,6 +109,8 @@ import traceback
 import types
 import uuid
 
+from kforge.triton.line_protocol import BadRequest, claim_stdout, request_id, serve
+
 FORMAT_VERSION = 1
 
 # Triton type names the server accepts in a signature (language/__init__.py str_to_ty, Triton 3.6).
@@ -126,10 +128,6 @@ INTEGER_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
 
 # How many imported source modules stay loaded (a search compiles one source many times).
 MODULE_CACHE_SIZE = 8
-
-
-class BadRequest(Exception):
-    """A request that does not follow the protocol. Its message says which field and why."""
 
 
 class SourceFailure(Exception):
@@ -573,29 +571,8 @@ class Server:
         self.compiler = Compiler()
 
     def serve(self, lines) -> int:
-        for line in lines:
-            if not line.strip():
-                continue
-            request, answer = None, None
-            try:
-                request = json.loads(line)
-                if not isinstance(request, dict):
-                    raise BadRequest("a request is a JSON object")
-                op = request.get("op")
-                if op == "exit":
-                    return 0
-                answer = self.handle(op, request)
-            except ValueError as e:
-                answer = {"id": None, "ok": False, "error": f"bad request: not JSON: {e}"}
-            except BadRequest as e:
-                answer = {"id": _request_id(request), "ok": False, "error": f"bad request: {e}"}
-            except Exception as e:  # a bug of the server: answered, logged, and the server goes on
-                traceback.print_exc(file=sys.stderr)
-                answer = {"id": _request_id(request), "ok": False,
-                          "error": f"internal error: {type(e).__name__}: {e}"}
-            self.out.write(json.dumps(answer) + "\n")
-            self.out.flush()
-        return 0
+        return serve(lines, self.out, self.handle,
+                     lambda request, message, internal: {"id": request_id(request), "ok": False, "error": message})
 
     def handle(self, op, request: dict) -> dict:
         if op == "hello":
@@ -621,25 +598,12 @@ class Server:
         return {"id": req.id, **result, "cache_hit": False, "seconds": seconds}
 
 
-def _request_id(request):
-    return request.get("id") if isinstance(request, dict) else None
-
-
 def _python_version() -> str:
     return ".".join(str(part) for part in sys.version_info[:3])
 
 
-def _claim_stdout():
-    """The protocol's stream: a private copy of stdout. File descriptor 1 and sys.stdout then point to
-    stderr, so that nothing else (Triton's prints, ptxas run as a child process) reaches the protocol."""
-    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return protocol
-
-
 def main() -> int:
-    out = _claim_stdout()
+    out = claim_stdout()
     server = Server(out)
     try:
         return server.serve(iter(sys.stdin.readline, ""))

@@ -87,7 +87,8 @@ from typing import Any
 if __package__ in (None, ""):  # run by path: python/ onto the path for the kforge package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from kforge.triton import program_devices, source_ops  # noqa: E402
+from kforge.triton import line_protocol, program_devices, source_ops  # noqa: E402
+from kforge.triton.line_protocol import BadRequest, request_id  # noqa: E402
 
 PROTOCOL = 1
 DEFAULT_TIMING = {"warmup": 3, "min_repeats": 15, "max_repeats": 200, "target_rel_ci": 0.01,
@@ -95,10 +96,6 @@ DEFAULT_TIMING = {"warmup": 3, "min_repeats": 15, "max_repeats": 200, "target_re
 # |out - ref| <= abs + rel |ref| (docs/kernel.md's defaults); integers and bools compare exactly.
 DEFAULT_TOLERANCES = {"f32": (1e-5, 1e-6), "f64": (1e-12, 1e-14), "f16": (1e-2, 1e-3), "bf16": (2e-2, 1e-2)}
 KNOB_KINDS = ("literal", "launch", "heuristic", "autotune")
-
-
-class BadRequest(Exception):
-    pass
 
 
 class VariantFailure(Exception):
@@ -715,62 +712,18 @@ def _mtime(path: str):
 # --- the loop -----------------------------------------------------------------------------------------
 
 def serve(worker: Worker, lines, out) -> int:
-    for line in lines:
-        if not line.strip():
-            continue
-        request, answer = None, None
-        try:
-            request = json.loads(line)
-            if not isinstance(request, dict):
-                raise BadRequest("a request is a JSON object")
-            op = request.get("op")
-            if op == "exit":
-                return 0
-            if op == "hello":
-                answer = worker.hello()
-            elif op == "evaluate":
-                answer = worker.evaluate(request)
-            else:
-                raise BadRequest(f"unknown op {op!r} (hello, evaluate, exit)")
-        except ValueError as e:
-            answer = {"id": None, "status": "crashed", "error": f"bad request: not JSON: {e}", "fatal": False}
-        except BadRequest as e:
-            answer = {"id": request.get("id") if isinstance(request, dict) else None, "status": "crashed",
-                      "error": f"bad request: {e}", "fatal": False}
-        except Exception as e:  # a bug of the worker: answered and logged; its state may be wrong
-            traceback.print_exc(file=sys.stderr)
-            answer = {"id": request.get("id") if isinstance(request, dict) else None, "status": "crashed",
-                      "error": f"internal error: {type(e).__name__}: {e}", "fatal": True}
-        out.write(json.dumps(_finite(answer), default=_json_default, allow_nan=False) + "\n")
-        out.flush()
-        if answer.get("fatal"):
-            return 3
-    return 0
+    def handle(op, request: dict) -> dict:
+        if op == "hello":
+            return worker.hello()
+        if op == "evaluate":
+            return worker.evaluate(request)
+        raise BadRequest(f"unknown op {op!r} (hello, evaluate, exit)")
 
+    def failure(request, message: str, internal: bool) -> dict:
+        # An internal error may have left the worker's state wrong: fatal, the runner starts another.
+        return {"id": request_id(request), "status": "crashed", "error": message, "fatal": internal}
 
-def _finite(v):
-    """NaN and infinities become null (JSON has neither; the C++ side's parser refuses them)."""
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    return v
-
-
-def _json_default(v):
-    if isinstance(v, float) or hasattr(v, "__float__"):
-        f = float(v)
-        return None if math.isnan(f) or math.isinf(f) else f
-    return str(v)
-
-
-def _claim_stdout():
-    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return protocol
+    return line_protocol.serve(lines, out, handle, failure)
 
 
 def knobs_as_parameters(source: str) -> list[dict]:
@@ -821,7 +774,7 @@ def main(argv=None) -> int:
         except Exception:
             print(0)
         return 0
-    out = _claim_stdout()
+    out = line_protocol.claim_stdout()
     os.makedirs(a.cache, exist_ok=True)
     try:
         device = program_devices.make_device("fake" if a.fake else "torch", a.device)
