@@ -158,8 +158,8 @@ def test_cut_program_and_apply_knobs():
 def test_knobs_as_parameters():
     params = pw.knobs_as_parameters((PROGRAMS / "fake_ops.py").read_text())
     by_name = {p["name"]: p for p in params}
-    assert by_name["num_warps"]["knob"] == {"launch": "axpy:58"}
-    assert by_name["MODE"]["knob"] == {"literal": "axpy:57"} and by_name["MODE"]["default"] == 0
+    assert by_name["num_warps"]["knob"] == {"launch": "axpy:41"}
+    assert by_name["MODE"]["knob"] == {"literal": "axpy:40"} and by_name["MODE"]["default"] == 0
 
 
 def test_protocol_over_pipes(tmp_path):

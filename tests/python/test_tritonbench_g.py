@@ -17,26 +17,9 @@ from kforge.triton import program_devices, program_worker  # noqa: E402
 from kforge.tritonbench_g import harness, importer, measure, runnable  # noqa: E402
 
 KERNEL = '''import numpy as np
-from kforge.triton.program_devices import fake_empty, fake_kernel
-
-
-class _Kernel:
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __getitem__(self, grid):
-        def launch(*args, num_warps=4, num_stages=3, **constexprs):
-            fake_kernel(self.fn.__name__, 0.001 * num_warps)
-            return self.fn(*args, **constexprs)
-        return launch
-
-
-class triton:
-    jit = _Kernel
-
-
-class tl:
-    constexpr = int
+from kforge.triton.program_devices import fake_empty
+from kforge.triton.program_devices import fake_tl as tl
+from kforge.triton.program_devices import fake_triton as triton
 
 
 @triton.jit

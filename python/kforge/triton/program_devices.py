@@ -194,6 +194,30 @@ def fake_break_device() -> None:
     FakeDevice.broken = True
 
 
+class _FakeJit:
+    """For fake programs: ``@triton.jit`` of ``fake_triton``. ``kernel[grid](*args, num_warps=.., num_stages=..,
+    **constexprs)`` records a kernel of 1 us per warp (``fake_kernel``) and calls the Python function."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __getitem__(self, grid):
+        def launch(*args, num_warps=4, num_stages=3, **constexprs):
+            fake_kernel(self.fn.__name__, 0.001 * num_warps)
+            return self.fn(*args, **constexprs)
+        return launch
+
+
+class fake_triton:  # noqa: N801 - stands where a program writes `triton`
+    """For fake programs: ``import``-free stand-ins named as Triton's, so that kforge's source operators see
+    ``@triton.jit`` kernels and ``tl.constexpr`` parameters: ``from ... import fake_triton as triton``."""
+    jit = _FakeJit
+
+
+class fake_tl:  # noqa: N801 - stands where a program writes `tl`
+    constexpr = int
+
+
 class TorchDevice:
     """torch on CUDA device `device`."""
 

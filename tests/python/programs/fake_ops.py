@@ -8,26 +8,9 @@ import time
 
 import numpy as np
 
-from kforge.triton.program_devices import fake_break_device, fake_empty, fake_kernel
-
-
-class _Kernel:
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __getitem__(self, grid):
-        def launch(*args, num_warps=4, num_stages=3, **constexprs):
-            fake_kernel(self.fn.__name__, 0.001 * num_warps)
-            return self.fn(*args, **constexprs)
-        return launch
-
-
-class triton:  # the fake device runs no GPU: a stand-in for @triton.jit
-    jit = _Kernel
-
-
-class tl:
-    constexpr = int
+from kforge.triton.program_devices import fake_break_device, fake_empty
+from kforge.triton.program_devices import fake_tl as tl
+from kforge.triton.program_devices import fake_triton as triton  # the fake device runs no GPU
 
 
 @triton.jit
