@@ -163,25 +163,15 @@ void score(const spec& s, double best, const Eigen::Ref<const Eigen::VectorXd>& 
                     [&](Eigen::Index c) { body(c * grain, std::min(mean.size(), (c + 1) * grain)); });
 }
 
-selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candidates, const spec& s,
-                 std::size_t k, rng* r) {
+namespace {
+
+// The k best (k >= 1) of `candidates` under the exact posterior (not Thompson sampling): brute force,
+// or branch and bound on variance bounds with the same result (spec::prune).
+selection select_exact(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candidates, const spec& s,
+                       std::size_t k, double best) {
   selection out;
   const Eigen::Index m = candidates.rows();
-  k = std::min<std::size_t>(k, static_cast<std::size_t>(m));
-  if (s.type == kind::thompson && !r) throw error("kf::acquisition::select: Thompson sampling needs an rng");
   const bool offset = s.mean_offset.size() > 0;
-  if (offset && s.mean_offset.size() != m)
-    throw error("kf::acquisition::select: mean_offset has " + std::to_string(s.mean_offset.size()) +
-                " entries for " + std::to_string(m) + " candidates");
-  if (k == 0) return out;
-  if (s.type == kind::thompson) {
-    Eigen::VectorXd draw = model.sample_posterior(candidates, *r, s.sampling);
-    if (offset) draw += s.mean_offset;
-    out.top = top_of(-draw, k);
-    return out;
-  }
-  const double best = s.best.value_or(model.best_target());
-
   // Below kPruneMin training points an exact variance (O(n^2)) costs about what the bound does.
   if (!s.prune || !is_prunable(s) || model.size() < kPruneMin || model.constant_model()) {
     gp_prediction p = model.predict(candidates);
@@ -261,7 +251,8 @@ selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candi
     std::vector<std::size_t> local(b);
     std::iota(local.begin(), local.end(), std::size_t{0});
     if (refine) {
-      bound_scores(gather(idx.data(), static_cast<Eigen::Index>(b)), idx.data(), s.refined_neighbours, refined);
+      bound_scores(gather(idx.data(), static_cast<Eigen::Index>(b)), idx.data(), s.refined_neighbours,
+                   refined);
       out.refined_bounds += b;
     } else {
       refined.resize(static_cast<Eigen::Index>(b));
@@ -301,6 +292,82 @@ selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candi
     heap.pop();
   }
   return out;
+}
+
+// Whether select() screens with a sparse GP (spec::screening).
+bool screens(const gp& model, Eigen::Index candidates, const spec& s) {
+  return s.screen == screening::sparse && s.type != kind::thompson && !model.constant_model() &&
+         model.size() >= s.screen_min_points && s.screen_keep > 0 &&
+         static_cast<std::size_t>(candidates) > s.screen_keep;
+}
+
+// The spec::screen_keep candidates with the best acquisition under the sparse approximation of `model`,
+// in increasing index order (ties to the lower index); empty when the approximation is not valid.
+std::vector<std::size_t> sparse_screen(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candidates,
+                                       const spec& s, double best) {
+  const gp_sparse approx = model.sparse_approximation(s.sparse);
+  if (!approx.valid()) return {};
+  const Eigen::Index m = candidates.rows();
+  Eigen::VectorXd mean(m), variance(m), approx_score(m);
+  approx.predict(candidates, mean, variance);
+  if (s.mean_offset.size() > 0) mean += s.mean_offset;
+  score(s, best, mean, variance, approx_score);
+  std::vector<choice> all(static_cast<std::size_t>(m));
+  for (std::size_t i = 0; i < all.size(); ++i)
+    all[i] = {i, approx_score(static_cast<Eigen::Index>(i))};
+  const auto keep = static_cast<std::ptrdiff_t>(std::min(s.screen_keep, all.size()));
+  std::nth_element(all.begin(), all.begin() + keep, all.end(), better);  // `better` is a strict total order
+  std::vector<std::size_t> kept(static_cast<std::size_t>(keep));
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    kept[i] = all[i].index;
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+// The exact stage on the kept rows only; indices mapped back to `candidates`.
+selection select_among(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candidates, const spec& s,
+                       std::size_t k, double best, const std::vector<std::size_t>& kept) {
+  const auto count = static_cast<Eigen::Index>(kept.size());
+  Eigen::MatrixXd rows(count, candidates.cols());
+  spec sub = s;
+  if (s.mean_offset.size() > 0) sub.mean_offset.resize(count);
+  for (Eigen::Index i = 0; i < count; ++i) {
+    const auto at = static_cast<Eigen::Index>(kept[static_cast<std::size_t>(i)]);
+    rows.row(i) = candidates.row(at);
+    if (s.mean_offset.size() > 0) sub.mean_offset(i) = s.mean_offset(at);
+  }
+  selection out = select_exact(model, rows, sub, std::min<std::size_t>(k, kept.size()), best);
+  for (auto& c : out.top)
+    c.index = kept[c.index];
+  out.screened = kept.size();
+  return out;
+}
+
+}  // namespace
+
+selection select(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candidates, const spec& s,
+                 std::size_t k, rng* r) {
+  selection out;
+  const Eigen::Index m = candidates.rows();
+  k = std::min<std::size_t>(k, static_cast<std::size_t>(m));
+  if (s.type == kind::thompson && !r) throw error("kf::acquisition::select: Thompson sampling needs an rng");
+  const bool offset = s.mean_offset.size() > 0;
+  if (offset && s.mean_offset.size() != m)
+    throw error("kf::acquisition::select: mean_offset has " + std::to_string(s.mean_offset.size()) +
+                " entries for " + std::to_string(m) + " candidates");
+  if (k == 0) return out;
+  if (s.type == kind::thompson) {
+    Eigen::VectorXd draw = model.sample_posterior(candidates, *r, s.sampling);
+    if (offset) draw += s.mean_offset;
+    out.top = top_of(-draw, k);
+    return out;
+  }
+  const double best = s.best.value_or(model.best_target());
+  if (screens(model, m, s)) {
+    const std::vector<std::size_t> kept = sparse_screen(model, candidates, s, best);
+    if (!kept.empty()) return select_among(model, candidates, s, k, best, kept);
+  }
+  return select_exact(model, candidates, s, k, best);
 }
 
 choice argmax(const gp& model, const Eigen::Ref<const Eigen::MatrixXd>& candidates, const spec& s, rng* r) {

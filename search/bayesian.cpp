@@ -40,7 +40,8 @@ double bayesian::prior_mean(const config& c) const {
   if (roof_ready_) {
     std::vector<double> row(space_->encoded_dimension());
     space_->encode(c, row);
-    m += roofline_terms(Eigen::Map<const Eigen::RowVectorXd>(row.data(), static_cast<Eigen::Index>(row.size())))(0);
+    m += roofline_terms(
+        Eigen::Map<const Eigen::RowVectorXd>(row.data(), static_cast<Eigen::Index>(row.size())))(0);
   }
   return m;
 }
@@ -160,7 +161,8 @@ void bayesian::load_static_features() {
     const auto& name = opt_.static_features[k];
     for (const auto& src : transfer_->sources)
       for (std::size_t i = 0; i < src.configs.size(); ++i)
-        if (const auto it = src.metrics[i].find(name); it != src.metrics[i].end() && std::isfinite(it->second))
+        if (const auto it = src.metrics[i].find(name);
+            it != src.metrics[i].end() && std::isfinite(it->second))
           static_values_[k].emplace(src.configs[i], it->second);
     double lo = INFINITY, hi = -INFINITY;
     bool positive = true;
@@ -405,12 +407,10 @@ void bayesian::update_metric_models() {
 
 void bayesian::observe(const search_state&, std::span<const trial> done) {
   for (const auto& t : done) {
-    observation o{t.cfg,
-                  t.ok() && t.time_ms > 0 ? std::log(t.time_ms) : std::numeric_limits<double>::quiet_NaN(),
-                  {},
-                  {},
-                  0.0,
-                  0.0};
+    observation o{
+        t.cfg, t.ok() && t.time_ms > 0 ? std::log(t.time_ms) : std::numeric_limits<double>::quiet_NaN(),
+        {},    {},
+        0.0,   0.0};
     constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     for (const auto& name : opt_.metric_features) {
       const auto m = t.metric(name);
@@ -464,7 +464,8 @@ Eigen::MatrixXd bayesian::training_inputs(double fail, std::vector<double>& y) c
     std::vector<std::size_t> with;
     for (const auto i : keep)
       if (!std::isnan(obs_[i].log_time) && std::isfinite(obs_[i].outputs[k])) with.push_back(i);
-    std::stable_sort(with.begin(), with.end(), [&](auto a, auto b) { return obs_[a].log_time < obs_[b].log_time; });
+    std::stable_sort(with.begin(), with.end(),
+                     [&](auto a, auto b) { return obs_[a].log_time < obs_[b].log_time; });
     if (with.size() > opt_.metric_output_points) with.resize(opt_.metric_output_points);
     for (const auto i : with)
       aux.emplace_back(i, k);
@@ -622,6 +623,13 @@ std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
   spec.type = acquisition_kind(opt_.acquisition);
   spec.beta = opt_.beta;
   spec.xi = opt_.xi;
+  spec.screen = opt_.screening == "sparse" ? acquisition::screening::sparse : acquisition::screening::exact;
+  spec.screen_min_points = opt_.screen_min_points;
+  spec.screen_keep = opt_.screen_keep;
+  spec.sparse.inducing_points = opt_.inducing_points;
+  // Seeded by the model's seed (itself from the strategy's) and the observation count, so that the
+  // strategy's own random stream is not touched: runs that never screen stay as they were.
+  spec.sparse.seed = model_->options().seed ^ (0x9e3779b97f4a7c15ULL * (obs_.size() + 1));
   if (has_prior_mean()) {
     // The GP models log(time) minus the prior mean: add it back, and compare with log(time).
     spec.mean_offset = prior_means(cand_cfg, X.leftCols(pd));
@@ -675,19 +683,32 @@ void register_bayesian() {
                      100, 10000000),
           real_option("failure_penalty", 1.0, "a failure's target: worst log(time) plus this", 0, 100),
           int_option("restarts", 2, "L-BFGS runs per hyperparameter fit", 1, 100),
+          string_option(
+              "screening", "exact",
+              "exact: every candidate's acquisition from the exact GP; sparse: from "
+              "screen_min_points training points on, the screen_keep best candidates by a sparse GP's "
+              "acquisition go to the exact stage (docs/gp.md)",
+              {"exact", "sparse"}),
+          int_option("screen_min_points", 500, "sparse screening: training points from which it is used", 1,
+                     10000000),
+          int_option("screen_keep", 2048, "sparse screening: candidates kept for the exact acquisition", 1,
+                     10000000),
+          int_option("inducing_points", 128, "sparse screening: inducing points (k-means++ on the inputs)", 1,
+                     100000),
           optional_option(
               "metric_features", option_type::list,
               "profiling metrics used as model inputs (predicted by auxiliary GPs for candidates)"),
           string_option("metric_inputs", "measured",
                         "metric inputs of evaluated configurations: measured, or predicted as for candidates",
                         {"measured", "predicted"}),
-          int_option("transfer_initial", 3, "with transfer: initial configurations taken from the records' best",
-                     0, 100000),
+          int_option("transfer_initial", 3,
+                     "with transfer: initial configurations taken from the records' best", 0, 100000),
           bool_option("transfer_mean", true, "with transfer: the records' prior as the GP's mean function"),
           real_option("transfer_weight", 0.5,
-                      "with transfer: prior slope of the mean, as a fraction of the records' log-time spread", -10,
-                      10),
-          real_option("transfer_strength", 4.0, "with transfer: pseudo-observations holding that slope", 0, 1e6),
+                      "with transfer: prior slope of the mean, as a fraction of the records' log-time spread",
+                      -10, 10),
+          real_option("transfer_strength", 4.0, "with transfer: pseudo-observations holding that slope", 0,
+                      1e6),
           optional_option("metric_outputs", option_type::list,
                           "profiling metrics as auxiliary outputs of a multi-output GP (task coordinates)"),
           int_option("metric_output_points", 100, "auxiliary rows per metric output at most", 1, 100000),
@@ -708,6 +729,10 @@ void register_bayesian() {
         b.max_candidates = static_cast<std::size_t>(o.integer("max_candidates"));
         b.failure_penalty = o.real("failure_penalty");
         b.restarts = static_cast<int>(o.integer("restarts"));
+        b.screening = o.string("screening");
+        b.screen_min_points = static_cast<std::size_t>(o.integer("screen_min_points"));
+        b.screen_keep = static_cast<std::size_t>(o.integer("screen_keep"));
+        b.inducing_points = static_cast<std::size_t>(o.integer("inducing_points"));
         b.metric_inputs = o.string("metric_inputs");
         b.transfer_initial = static_cast<std::size_t>(o.integer("transfer_initial"));
         b.transfer_mean = o.boolean("transfer_mean");

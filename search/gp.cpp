@@ -15,6 +15,7 @@
 #include <tbb/task_arena.h>
 #include <Eigen/Cholesky>
 #include <Eigen/Dense>
+#include <Eigen/Eigenvalues>
 
 // Hand-written SSE2 for the hot exp and kernel loops on baseline x86-64 builds; builds with AVX2 or
 // wider vectors (-march=native) get Eigen's packet math, which is faster there.
@@ -838,6 +839,7 @@ struct predict_workspace {
   Eigen::MatrixXd C;  // b x (d + 2): scaled candidates times -2, |c|^2, 1
   row_matrix Cr;      // b x d scaled candidates (the AVX2 path)
   row_matrix Kb;      // b x n cross-covariance; reused as the n x b solve buffer
+  row_matrix T;       // b x (1 + r), or padded to a multiple of 4 columns: gp_sparse's projections of Kb
   Eigen::VectorXd mean, var;
 };
 
@@ -898,13 +900,12 @@ double neighbour_reduction(const double* v, const double* pair, std::size_t cnt,
   return reduction;
 }
 
-}  // namespace
-
+// f(begin, b, ws) over the blocks of m points: contiguous chunks, one workspace each, on TBB's
+// threads when `parallel`; block boundaries do not change the values.
 template <class Body>
-void gp::for_blocks(Eigen::Index m, const Body& body) const {
-  // Contiguous chunks, one workspace each; block boundaries do not change the values.
+void for_blocks(bool parallel, Eigen::Index m, const Body& body) {
   const Eigen::Index blocks = (m + kBlock - 1) / kBlock;
-  const int threads = opt_.parallel ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
+  const int threads = parallel ? std::max(1, tbb::this_task_arena::max_concurrency()) : 1;
   const Eigen::Index chunks = std::min<Eigen::Index>(blocks, threads);
   const auto chunk = [&](Eigen::Index c) {
     thread_local predict_workspace ws;  // reused across calls: the blocks are large
@@ -921,13 +922,32 @@ void gp::for_blocks(Eigen::Index m, const Body& body) const {
   tbb::parallel_for(Eigen::Index{0}, chunks, chunk);
 }
 
-// body(begin, b, ws) with ws.Kb = K(Xs[begin, begin + b), X) (b x n, standardised).
+// The points a cross-covariance is taken against (the training inputs of a gp, or the inducing inputs
+// of a gp_sparse) with the kernel and hyperparameters that go with them.
+struct cross_source {
+  gp_kernel kernel;
+  double s2;
+  Eigen::VectorXd inv_l;            // 1 / length scales
+  const Eigen::MatrixXd& scaled_t;  // (d + 2) x n: scaled inputs, 1, squared norms (gp::scaled_t_'s form)
+  bool simd, parallel;
+};
+
+cross_source source_of(const gp_options& opt, const gp_hyper& h, const Eigen::MatrixXd& scaled_t) {
+  return {opt.kernel,
+          std::exp(h.log_signal_variance),
+          (-h.log_lengthscale.array()).exp().matrix(),
+          scaled_t,
+          opt.simd,
+          opt.parallel};
+}
+
+// body(begin, b, ws) with ws.Kb = K(Xs[begin, begin + b), source points) (b x n, standardised).
 template <class Body>
-void gp::for_cross_blocks(const Eigen::Ref<const Eigen::MatrixXd>& Xs, const Body& body) const {
-  const Eigen::Index n = X_.rows(), d = static_cast<Eigen::Index>(d_);
-  const double s2 = std::exp(hyper_.log_signal_variance);
-  const Eigen::VectorXd inv_l = (-hyper_.log_lengthscale.array()).exp().matrix();
-  const bool simd = opt_.simd && gp_simd::simd_available() && n > 0 && d <= 64;
+void for_cross_blocks(const cross_source& src, const Eigen::Ref<const Eigen::MatrixXd>& Xs,
+                      const Body& body) {
+  const Eigen::Index n = src.scaled_t.cols(), d = src.scaled_t.rows() - 2;
+  const Eigen::VectorXd& inv_l = src.inv_l;
+  const bool simd = src.simd && gp_simd::simd_available() && n > 0 && d <= 64;
   // With AVX2: the training inputs by dimension (then |t|^2), padded to 8 columns, for
   // gp_simd::squared_distances (a 4 x 8 register-blocked product; Eigen's baseline GEMM is slow with
   // an inner dimension of d + 2).
@@ -937,11 +957,11 @@ void gp::for_cross_blocks(const Eigen::Ref<const Eigen::MatrixXd>& Xs, const Bod
     by_dim.assign(static_cast<std::size_t>(d + 1) * np, 0.0);
     for (Eigen::Index i = 0; i < n; ++i) {
       for (Eigen::Index j = 0; j < d; ++j)
-        by_dim[static_cast<std::size_t>(j) * np + static_cast<std::size_t>(i)] = scaled_t_(j, i);
-      by_dim[static_cast<std::size_t>(d) * np + static_cast<std::size_t>(i)] = scaled_t_(d + 1, i);
+        by_dim[static_cast<std::size_t>(j) * np + static_cast<std::size_t>(i)] = src.scaled_t(j, i);
+      by_dim[static_cast<std::size_t>(d) * np + static_cast<std::size_t>(i)] = src.scaled_t(d + 1, i);
     }
   }
-  for_blocks(Xs.rows(), [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
+  for_blocks(src.parallel, Xs.rows(), [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
     ws.Kb.resize(b, n);
     if (simd) {
       ws.Cr = scale_inputs(Xs.middleRows(begin, b), inv_l);
@@ -955,16 +975,19 @@ void gp::for_cross_blocks(const Eigen::Ref<const Eigen::MatrixXd>& Xs, const Bod
       ws.C.col(d) = ws.C.leftCols(d).rowwise().squaredNorm();
       ws.C.leftCols(d) *= -2.0;
       ws.C.col(d + 1).setOnes();
-      ws.Kb.noalias() = ws.C * scaled_t_;
+      ws.Kb.noalias() = ws.C * src.scaled_t;
     }
-    kernel_inplace(opt_.kernel, s2, ws.Kb.data(), static_cast<std::size_t>(b * n), opt_.simd);
+    kernel_inplace(src.kernel, src.s2, ws.Kb.data(), static_cast<std::size_t>(b * n), src.simd);
     body(begin, b, ws);
   });
 }
 
+}  // namespace
+
 void gp::cross_apply(const Eigen::Ref<const Eigen::MatrixXd>& Xs, const Eigen::VectorXd& v,
                      Eigen::Ref<Eigen::VectorXd> out) const {
-  for_cross_blocks(Xs, [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
+  const cross_source src = source_of(opt_, hyper_, scaled_t_);
+  for_cross_blocks(src, Xs, [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
     out.segment(begin, b).noalias() = ws.Kb * v;
   });
 }
@@ -983,7 +1006,8 @@ void gp::predict(const Eigen::Ref<const Eigen::MatrixXd>& Xs, Eigen::Ref<Eigen::
     return;
   }
   const auto L = chol_.topLeftCorner(n, n).triangularView<Eigen::Lower>();
-  for_cross_blocks(Xs, [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
+  const cross_source src = source_of(opt_, hyper_, scaled_t_);
+  for_cross_blocks(src, Xs, [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
     ws.mean.noalias() = ws.Kb * alpha_;
     Eigen::Map<Eigen::MatrixXd> V(ws.Kb.data(), n, b);  // Kb' in column-major order
     L.solveInPlace(V);
@@ -1031,7 +1055,8 @@ void gp::predict_mean_and_variance_bound(const Eigen::Ref<const Eigen::MatrixXd>
   // Rounding in the exact variance is far below this margin; the bound must not undercut it.
   const double margin = 1e-9 * s2;
   const bool simd = opt_.simd && gp_simd::simd_available();
-  for_cross_blocks(Xs, [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
+  const cross_source src = source_of(opt_, hyper_, scaled_t_);
+  for_cross_blocks(src, Xs, [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
     ws.mean.noalias() = ws.Kb * alpha_;
     ws.var.resize(b);
     std::array<double, kMaxNeighbours> vals{};
@@ -1072,7 +1097,8 @@ Eigen::MatrixXd gp::posterior_covariance(const Eigen::Ref<const Eigen::MatrixXd>
   if (constant_) cov.diagonal().array() = std::max(s2, 1.0);
   if (n > 0 && !constant_) {
     Eigen::MatrixXd V(n, m);  // L^-1 K(X, Xs)
-    for_cross_blocks(Xs, [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
+    const cross_source src = source_of(opt_, hyper_, scaled_t_);
+    for_cross_blocks(src, Xs, [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
       V.middleCols(begin, b) = ws.Kb.transpose();
     });
     chol_.topLeftCorner(n, n).triangularView<Eigen::Lower>().solveInPlace(V);
@@ -1137,7 +1163,7 @@ Eigen::VectorXd gp::sample_posterior(const Eigen::Ref<const Eigen::MatrixXd>& Xs
   const Eigen::VectorXd weights = normals(F) * std::sqrt(2.0 * s2 / static_cast<double>(F));
   const Eigen::VectorXd inv_l = (-hyper_.log_lengthscale.array()).exp().matrix();
   const auto prior_draw = [&](const Eigen::Ref<const Eigen::MatrixXd>& P, Eigen::Ref<Eigen::VectorXd> out) {
-    for_blocks(P.rows(), [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
+    for_blocks(opt_.parallel, P.rows(), [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
       ws.C = scale_inputs(P.middleRows(begin, b), inv_l);
       ws.Kb.resize(b, F);
       ws.Kb.noalias() = ws.C * omega;
@@ -1161,6 +1187,198 @@ Eigen::VectorXd gp::sample_posterior(const Eigen::Ref<const Eigen::MatrixXd>& Xs
   for (Eigen::Index i = 0; i < m; ++i)
     if (!std::isfinite(out(i))) out(i) = y_mean_;
   return out;
+}
+
+// ---- sparse approximation ------------------------------------------------------------------------
+
+namespace {
+
+// Jitter on the inducing covariance K_ZZ, relative to s2: it has no noise term and is numerically
+// singular for smooth kernels (long length scales); the jitter schedule follows when this is not enough.
+constexpr double kInducingJitter = 1e-8;
+
+// k-means++ seeding on the rows of S: the first row uniformly, each next one with probability
+// proportional to its squared distance to the nearest chosen row. m distinct rows (m <= rows); when
+// every remaining row duplicates a chosen one, the lowest-index unchosen rows. Deterministic for r.
+std::vector<std::size_t> kmeans_pp_seeds(const Eigen::MatrixXd& S, std::size_t m, rng& r) {
+  const auto n = static_cast<std::size_t>(S.rows());
+  std::vector<std::size_t> chosen;
+  std::vector<char> taken(n, 0);
+  Eigen::VectorXd dist2 = Eigen::VectorXd::Constant(S.rows(), kInf);
+  const auto take = [&](std::size_t i) {
+    chosen.push_back(i);
+    taken[i] = 1;
+    dist2 = dist2.cwiseMin((S.rowwise() - S.row(static_cast<Eigen::Index>(i))).rowwise().squaredNorm());
+    dist2(static_cast<Eigen::Index>(i)) = 0.0;
+  };
+  take(static_cast<std::size_t>(r.index(n)));
+  while (chosen.size() < m) {
+    double total = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      total += taken[i] ? 0.0 : dist2(static_cast<Eigen::Index>(i));
+    std::size_t next = n;
+    if (total > 0) {
+      const double u = r.uniform() * total;
+      double cum = 0;
+      for (std::size_t i = 0; i < n && next == n; ++i) {
+        if (taken[i] || !(dist2(static_cast<Eigen::Index>(i)) > 0)) continue;
+        cum += dist2(static_cast<Eigen::Index>(i));
+        if (cum > u) next = i;
+      }
+      if (next == n)  // rounding left u at the very end: the last eligible row
+        for (std::size_t i = n; i-- > 0 && next == n;)
+          if (!taken[i] && dist2(static_cast<Eigen::Index>(i)) > 0) next = i;
+    }
+    if (next == n)  // only duplicates of chosen rows remain
+      for (std::size_t i = 0; i < n && next == n; ++i)
+        if (!taken[i]) next = i;
+    take(next);
+  }
+  return chosen;
+}
+
+// The columns of `t` (a (d + 2) x n scaled-input matrix) at idx.
+Eigen::MatrixXd columns_at(const Eigen::MatrixXd& t, const std::vector<std::size_t>& idx) {
+  Eigen::MatrixXd out(t.rows(), static_cast<Eigen::Index>(idx.size()));
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    out.col(static_cast<Eigen::Index>(i)) = t.col(static_cast<Eigen::Index>(idx[i]));
+  return out;
+}
+
+// The r directions (columns, best first) of the m x m matrix G that keep the most of |G' k|^2 summed
+// over the columns k of Kzx: the top eigenvectors of G' Kzx Kzx' G, applied to G.
+Eigen::MatrixXd principal_directions(const Eigen::MatrixXd& G, const Eigen::MatrixXd& Kzx, Eigen::Index r) {
+  Eigen::MatrixXd moment = Eigen::MatrixXd::Zero(Kzx.rows(), Kzx.rows());
+  moment.selfadjointView<Eigen::Lower>().rankUpdate(Kzx);
+  moment = moment.selfadjointView<Eigen::Lower>();
+  const Eigen::MatrixXd C = G.transpose() * moment * G;
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(C);  // ascending eigenvalues
+  return G * eig.eigenvectors().rightCols(r).rowwise().reverse();
+}
+
+}  // namespace
+
+gp_sparse gp::sparse_approximation(const gp_sparse_options& options) const {
+  require(options.inducing_points >= 1, "sparse_approximation: inducing_points must be at least 1");
+  gp_sparse out;
+  out.d_ = d_;
+  out.opt_ = opt_;
+  out.hyper_ = hyper_;
+  out.y_mean_ = y_mean_;
+  out.y_std_ = y_std_;
+  const Eigen::Index n = X_.rows(), d = static_cast<Eigen::Index>(d_);
+  const double s2 = std::exp(hyper_.log_signal_variance);
+  out.constant_variance_ = constant_ ? std::max(s2, 1.0) : s2;
+  if (n == 0 || constant_) return out;  // predicts as this GP does: a constant
+  out.constant_ = false;
+
+  // 1. Inducing points: all, or k-means++ seeds in the scaled inputs.
+  const auto m =
+      static_cast<Eigen::Index>(std::min<std::size_t>(options.inducing_points, static_cast<std::size_t>(n)));
+  if (m == n) {
+    out.inducing_.resize(static_cast<std::size_t>(n));
+    std::iota(out.inducing_.begin(), out.inducing_.end(), std::size_t{0});
+  } else {
+    rng r(options.seed);
+    out.inducing_ = kmeans_pp_seeds(scaled_t_.topRows(d).transpose(), static_cast<std::size_t>(m), r);
+  }
+  out.scaled_t_ = columns_at(scaled_t_, out.inducing_);
+
+  // 2. L = chol(K_ZZ + jitter) and K_ZX (m x n).
+  Eigen::MatrixXd Kzz(m, m), L(m, m);
+  training_kernel(opt_.kernel, s2, kInducingJitter * s2, out.scaled_t_.topRows(d).transpose(), Kzz, nullptr,
+                  opt_.parallel);
+  if (cholesky_with_jitter(Kzz, m, L, opt_.parallel) < 0) {
+    out.inducing_.clear();
+    return out;  // nothing factorised: the prior (the acquisition's screening then falls back to exact)
+  }
+  const auto Lz = L.triangularView<Eigen::Lower>();
+  Eigen::MatrixXd Kzx(m, n);
+  Eigen::MatrixXd Xz(m, d);
+  for (Eigen::Index i = 0; i < m; ++i)
+    Xz.row(i) = X_.row(static_cast<Eigen::Index>(out.inducing_[static_cast<std::size_t>(i)]));
+  for_cross_blocks(
+      source_of(opt_, hyper_, scaled_t_), Xz,
+      [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) { Kzx.middleRows(begin, b) = ws.Kb; });
+
+  // 3. A = I + V V' with V = L^-1 K_ZX / sqrt(s), s = noise + jitter: A = U diag(a) U'. Then
+  //    (K_ZZ + K_ZX K_XZ / s)^-1 = L^-T A^-1 L^-1, so the mean's weights are L^-T A^-1 V z / sqrt(s) and
+  //    the variance reduction K_ZZ^-1 - L^-T A^-1 L^-1 = G G' with G = L^-T U diag(sqrt(1 - 1/a)).
+  const double noise = std::exp(hyper_.log_noise_variance) + jitter_;
+  Eigen::MatrixXd V = Kzx / std::sqrt(noise);
+  Lz.solveInPlace(V);
+  Eigen::MatrixXd A = Eigen::MatrixXd::Identity(m, m);
+  A.selfadjointView<Eigen::Lower>().rankUpdate(V);
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(A);
+  const Eigen::MatrixXd& U = eig.eigenvectors();
+  const Eigen::ArrayXd a = eig.eigenvalues().array().max(1.0);  // A >= I; rounding must not undercut it
+  Eigen::VectorXd beta = U * ((U.transpose() * (V * z_)).array() / a).matrix() / std::sqrt(noise);
+  L.transpose().triangularView<Eigen::Upper>().solveInPlace(beta);
+  Eigen::MatrixXd G = U * (1.0 - 1.0 / a).sqrt().matrix().asDiagonal();
+  L.transpose().triangularView<Eigen::Upper>().solveInPlace(G);
+
+  // 4. The variance's directions: all of G, or the rank-r projection fitted on the training inputs.
+  const Eigen::Index r = std::min<Eigen::Index>(static_cast<Eigen::Index>(options.variance_rank), m);
+  out.weights_.resize(m, 1 + r);
+  out.weights_.col(0) = beta;
+  if (r == m)
+    out.weights_.rightCols(r) = G;
+  else if (r > 0)
+    out.weights_.rightCols(r) = principal_directions(G, Kzx, r);
+  if (!out.weights_.allFinite()) {
+    out.inducing_.clear();
+    out.weights_.resize(0, 0);
+    return out;
+  }
+  // The AVX2 path's copy: row-major, the columns padded with zeros to a multiple of 4.
+  const Eigen::Index c = (1 + r + 3) / 4 * 4;
+  out.weights_padded_.assign(static_cast<std::size_t>(m * c), 0.0);
+  for (Eigen::Index i = 0; i < m; ++i)
+    for (Eigen::Index j = 0; j <= r; ++j)
+      out.weights_padded_[static_cast<std::size_t>(i * c + j)] = out.weights_(i, j);
+  return out;
+}
+
+bool gp_sparse::valid() const noexcept {
+  return constant_ || weights_.size() > 0;
+}
+
+void gp_sparse::predict(const Eigen::Ref<const Eigen::MatrixXd>& Xs, Eigen::Ref<Eigen::VectorXd> mean,
+                        Eigen::Ref<Eigen::VectorXd> variance) const {
+  require(Xs.cols() == static_cast<Eigen::Index>(d_),
+          "gp_sparse::predict: the points have " + std::to_string(Xs.cols()) +
+              " columns; the GP has dimension " + std::to_string(d_));
+  require(Xs.allFinite(), "gp_sparse::predict: a NaN or infinite coordinate");
+  require(mean.size() == Xs.rows() && variance.size() == Xs.rows(),
+          "gp_sparse::predict: output size mismatch");
+  const double s2 = std::exp(hyper_.log_signal_variance), ystd2 = y_std_ * y_std_;
+  if (constant_ || weights_.size() == 0) {
+    mean.setConstant(y_mean_);
+    variance.setConstant(ystd2 * (constant_ ? constant_variance_ : s2));
+    return;
+  }
+  const Eigen::Index r = weights_.cols() - 1, m = weights_.rows();
+  const bool simd = opt_.simd && gp_simd::simd_available();
+  const auto c = static_cast<Eigen::Index>(weights_padded_.size()) / std::max<Eigen::Index>(m, 1);
+  for_cross_blocks(
+      source_of(opt_, hyper_, scaled_t_), Xs, [&](Eigen::Index begin, Eigen::Index b, predict_workspace& ws) {
+        if (simd) {
+          ws.T.resize(b, c);
+          gp_simd::project_rows(ws.Kb.data(), static_cast<std::size_t>(m), static_cast<std::size_t>(b),
+                                static_cast<std::size_t>(m), weights_padded_.data(),
+                                static_cast<std::size_t>(c), ws.T.data());
+        } else {
+          ws.T.noalias() = ws.Kb * weights_;
+        }
+        mean.segment(begin, b) = (y_mean_ + y_std_ * ws.T.col(0).array()).matrix();
+        variance.segment(begin, b) =
+            ystd2 *
+            (s2 - ws.T.middleCols(1, r).rowwise().squaredNorm().array()).max(kVarianceFloor).min(s2).matrix();
+      });
+  for (Eigen::Index i = 0; i < Xs.rows(); ++i) {
+    if (!std::isfinite(mean(i))) mean(i) = y_mean_;
+    if (!std::isfinite(variance(i))) variance(i) = ystd2 * s2;
+  }
 }
 
 gp_prediction gp::predict(const Eigen::Ref<const Eigen::MatrixXd>& Xs, bool with_variance,

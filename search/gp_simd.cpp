@@ -41,8 +41,8 @@ KF_AVX2 inline __m256d splat(double v) {
 // exponent bits. Relative error below 4 ulps.
 KF_AVX2 inline __m256d exp_negative(__m256d g) {
   const __m256d x = _mm256_max_pd(_mm256_sub_pd(_mm256_setzero_pd(), g), splat(-700.0));
-  const __m256d m =
-      _mm256_round_pd(_mm256_mul_pd(x, splat(1.4426950408889634)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256d m = _mm256_round_pd(_mm256_mul_pd(x, splat(1.4426950408889634)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256d r = _mm256_fnmadd_pd(m, splat(6.93145751953125e-1), x);
   r = _mm256_fnmadd_pd(m, splat(1.42860682030941723212e-6), r);
   const __m256d r2 = _mm256_mul_pd(r, r), r4 = _mm256_mul_pd(r2, r2), r8 = _mm256_mul_pd(r4, r4);
@@ -58,8 +58,8 @@ KF_AVX2 inline __m256d exp_negative(__m256d g) {
   const __m256d p8_c = _mm256_fmadd_pd(r4, splat(1.0 / 479001600), p8_b);
   const __m256d p0_7 = _mm256_fmadd_pd(r4, p4_7, p0_3);
   const __m256d p = _mm256_fmadd_pd(r8, p8_c, p0_7);
-  const __m256i e =
-      _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(m)), _mm256_set1_epi64x(1023)), 52);
+  const __m256i e = _mm256_slli_epi64(
+      _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(m)), _mm256_set1_epi64x(1023)), 52);
   const __m256d v = _mm256_mul_pd(p, _mm256_castsi256_pd(e));
   return _mm256_and_pd(v, _mm256_cmp_pd(g, splat(700.0), _CMP_LE_OQ));
 }
@@ -111,19 +111,24 @@ KF_AVX2 void distance_rows(const double* c, std::size_t ldc, const double* t, st
       cc[r] += c[r * ldc + j] * c[r * ldc + j];
   }
   const double* tn = t + d * n_padded;  // |t_i|^2
-  double m2c[R][64];                     // -2 c_rj (d <= 64: the caller's condition)
+  double m2c[R][64];                    // -2 c_rj (d <= 64: the caller's condition)
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t j = 0; j < d; ++j)
       m2c[r][j] = -2.0 * c[r * ldc + j];
+  // The loops over r are unrolled so that the accumulators stay in registers (without the pragmas GCC
+  // -O2 kept them on the stack, which made this loop store-bound).
   for (std::size_t i = 0; i < n; i += 8) {
     __m256d acc[R][2];
     const __m256d n0 = _mm256_loadu_pd(tn + i), n1 = _mm256_loadu_pd(tn + i + 4);
+#pragma GCC unroll 4
     for (std::size_t r = 0; r < R; ++r) {
       acc[r][0] = _mm256_add_pd(n0, splat(cc[r]));
       acc[r][1] = _mm256_add_pd(n1, splat(cc[r]));
     }
     for (std::size_t j = 0; j < d; ++j) {
-      const __m256d t0 = _mm256_loadu_pd(t + j * n_padded + i), t1 = _mm256_loadu_pd(t + j * n_padded + i + 4);
+      const __m256d t0 = _mm256_loadu_pd(t + j * n_padded + i),
+                    t1 = _mm256_loadu_pd(t + j * n_padded + i + 4);
+#pragma GCC unroll 4
       for (std::size_t r = 0; r < R; ++r) {
         const __m256d cj = splat(m2c[r][j]);
         acc[r][0] = _mm256_fmadd_pd(t0, cj, acc[r][0]);
@@ -131,12 +136,14 @@ KF_AVX2 void distance_rows(const double* c, std::size_t ldc, const double* t, st
       }
     }
     if (i + 8 <= n) {
+#pragma GCC unroll 4
       for (std::size_t r = 0; r < R; ++r) {
         _mm256_storeu_pd(out + r * ld + i, acc[r][0]);
         _mm256_storeu_pd(out + r * ld + i + 4, acc[r][1]);
       }
     } else {  // the last group: only the first n - i columns belong to out
       alignas(32) double tail[8];
+#pragma GCC unroll 4
       for (std::size_t r = 0; r < R; ++r) {
         _mm256_store_pd(tail, acc[r][0]);
         _mm256_store_pd(tail + 4, acc[r][1]);
@@ -147,11 +154,52 @@ KF_AVX2 void distance_rows(const double* c, std::size_t ldc, const double* t, st
   }
 }
 
+// Rows r0 .. r0 + R (R <= 4) of out = K W, columns j0 .. j0 + 4 NV (NV <= 2).
+template <std::size_t R, std::size_t NV>
+KF_AVX2 void project_block(const double* K, std::size_t ldk, std::size_t m, const double* W, std::size_t c,
+                           double* out) {
+  // The loops over r and v are unrolled so that the accumulators stay in registers (see distance_rows).
+  __m256d acc[R][NV];
+#pragma GCC unroll 4
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (std::size_t v = 0; v < NV; ++v)
+      acc[r][v] = _mm256_setzero_pd();
+  for (std::size_t i = 0; i < m; ++i) {
+    __m256d w[NV];
+#pragma GCC unroll 2
+    for (std::size_t v = 0; v < NV; ++v)
+      w[v] = _mm256_loadu_pd(W + i * c + 4 * v);
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < R; ++r) {
+      const __m256d k = splat(K[r * ldk + i]);
+#pragma GCC unroll 2
+      for (std::size_t v = 0; v < NV; ++v)
+        acc[r][v] = _mm256_fmadd_pd(k, w[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (std::size_t v = 0; v < NV; ++v)
+      _mm256_storeu_pd(out + r * c + 4 * v, acc[r][v]);
+}
+
+template <std::size_t R>
+KF_AVX2 void project_row_group(const double* K, std::size_t ldk, std::size_t m, const double* W,
+                               std::size_t c, double* out) {
+  std::size_t j = 0;
+  for (; j + 8 <= c; j += 8)
+    project_block<R, 2>(K, ldk, m, W + j, c, out + j);
+  if (j < c) project_block<R, 1>(K, ldk, m, W + j, c, out + j);
+}
+
 // Two passes: (1) the maxima of k disjoint parts of the row, branch-free; their minimum is at most the
 // k-th largest value (k distinct entries reach it), so (2) only entries at or above it can belong to
 // the result, and in a kernel row they are few. The result equals a scalar scan's (by value, then by
 // index).
-KF_AVX2 std::size_t top_k_avx2(const double* row, std::size_t n, std::size_t k, double* vals, std::size_t* idx) {
+KF_AVX2 std::size_t top_k_avx2(const double* row, std::size_t n, std::size_t k, double* vals,
+                               std::size_t* idx) {
   std::size_t cnt = 0;
   const auto insert = [&](double v, std::size_t i) {  // descending by value; equal values keep index order
     if (cnt == k && !(v > vals[k - 1])) return;
@@ -225,6 +273,15 @@ void squared_distances(const double* c, std::size_t ldc, std::size_t b, const do
     distance_rows<1>(c + r * ldc, ldc, t, d, n, n_padded, out + r * ld, ld);
 }
 
+void project_rows(const double* K, std::size_t ldk, std::size_t b, std::size_t m, const double* W,
+                  std::size_t c, double* out) noexcept {
+  std::size_t r = 0;
+  for (; r + 4 <= b; r += 4)
+    project_row_group<4>(K + r * ldk, ldk, m, W, c, out + r * c);
+  for (; r < b; ++r)
+    project_row_group<1>(K + r * ldk, ldk, m, W, c, out + r * c);
+}
+
 std::size_t top_k(const double* row, std::size_t n, std::size_t k, double* vals, std::size_t* idx) noexcept {
   if (k == 0) return 0;
   return top_k_avx2(row, n, k > 16 ? 16 : k, vals, idx);
@@ -235,6 +292,8 @@ std::size_t top_k(const double* row, std::size_t n, std::size_t k, double* vals,
 void squared_distances(const double*, std::size_t, std::size_t, const double*, std::size_t, std::size_t,
                        std::size_t, double*, std::size_t) noexcept {}
 void kernel_inplace(kernel_kind, double, double*, std::size_t) noexcept {}
+void project_rows(const double*, std::size_t, std::size_t, std::size_t, const double*, std::size_t,
+                  double*) noexcept {}
 std::size_t top_k(const double*, std::size_t, std::size_t, double*, std::size_t*) noexcept {
   return 0;
 }

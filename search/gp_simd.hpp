@@ -30,6 +30,13 @@ void kernel_inplace(kernel_kind kind, double s2, double* q, std::size_t n) noexc
 void squared_distances(const double* c, std::size_t ldc, std::size_t b, const double* t, std::size_t d,
                        std::size_t n, std::size_t n_padded, double* out, std::size_t ld) noexcept;
 
+/// out = K W for K b x m (row-major, leading dimension ldk) and W m x c (row-major, c a multiple of 4):
+/// out[r * c + j] = sum_i K[r * ldk + i] W[i * c + j], summed in order of i (so a row's result does
+/// not depend on b or on the other rows). Blocks of 4 rows x 8 columns in registers. Only call when
+/// simd_available().
+void project_rows(const double* K, std::size_t ldk, std::size_t b, std::size_t m, const double* W,
+                  std::size_t c, double* out) noexcept;
+
 /// The k largest entries of row[0 .. n) (1 <= k <= 16) in descending order, into vals and idx; ties go
 /// to the lower index. Returns min(k, n). The same result as a scalar scan. Only call when
 /// simd_available().

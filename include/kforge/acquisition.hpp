@@ -10,8 +10,10 @@
 // wherever EI > 0 mathematically and z = (best - xi - mean) / sd is above about -1e154 (it follows
 // Ament et al. 2023, "Unexpected improvements to expected improvement": log h(z) with
 // h(z) = phi(z) + z Phi(z), through erfcx and an asymptotic series in the far tail).
-// select() is exact: it returns the candidates a brute-force evaluation of the acquisition would
-// return (up to the last ulp of a tie), even when it skips exact variances (see `spec::prune`).
+// select() with the default spec::screening (exact) returns the candidates a brute-force evaluation of
+// the acquisition would return (up to the last ulp of a tie), even when it skips exact variances (see
+// `spec::prune`). With screening::sparse on a large model it returns the brute-force result among the
+// candidates a sparse GP kept, which may miss the true argmax (docs/gp.md measures how often).
 #pragma once
 
 #include <cstddef>
@@ -39,6 +41,9 @@ double lower_confidence_bound(double mean, double sd, double beta) noexcept;
 
 enum class kind { ei, log_ei, pi, lcb, thompson };
 
+/// Which candidates reach the exact stage of select() (see spec::screening).
+enum class screening { exact, sparse };
+
 struct spec {
   kind type = kind::log_ei;
   double xi = 0.0;    ///< ei, log_ei, pi: required improvement
@@ -60,6 +65,16 @@ struct spec {
   /// mean function under a GP that models the residual (e.g. what other GPUs' records predict,
   /// docs/transfer.md). Pass `best` in the same units as mean + offset.
   Eigen::VectorXd mean_offset{};
+  /// ei, log_ei, pi, lcb: exact = every candidate goes to the exact stage (the result equals brute
+  /// force). sparse = when the GP has at least screen_min_points training points and there are more
+  /// than screen_keep candidates, the acquisition is first computed for every candidate from a sparse
+  /// GP (gp::sparse_approximation with `sparse`: O(m) kernel values per candidate instead of O(n)), and
+  /// only the screen_keep best by that score (ties to the lower index) go to the exact stage, which
+  /// returns the brute-force result among them. Otherwise sparse is exact.
+  screening screen = screening::exact;
+  std::size_t screen_min_points = 500;
+  std::size_t screen_keep = 2048;
+  gp_sparse_options sparse{};
 };
 
 /// Scores of points with the given predicted means and variances (for ei, log_ei, pi, lcb; thompson
@@ -76,6 +91,7 @@ struct selection {
   std::vector<choice> top{};        ///< best first; ties go to the lower index
   std::size_t exact_variances = 0;  ///< candidates whose exact variance was computed
   std::size_t refined_bounds = 0;   ///< candidates that got the refined bound
+  std::size_t screened = 0;         ///< candidates the sparse screening kept (0: no screening)
 };
 
 /// The k best rows of `candidates` (min(k, rows) of them) under the acquisition `s`. thompson needs

@@ -104,6 +104,24 @@ struct gp_sample_options {
   std::size_t features = 512;  ///< random Fourier features of the pathwise prior draw
 };
 
+/// How gp::sparse_approximation builds its model (see gp_sparse).
+struct gp_sparse_options {
+  /// Inducing points m, chosen among the training inputs by k-means++ seeding (Arthur and Vassilvitskii
+  /// 2007: the first uniformly, each next one with probability proportional to its squared distance to
+  /// the nearest chosen, distances in inputs divided by the length scales). All training points when
+  /// n <= m. At least 1.
+  std::size_t inducing_points = 128;
+  /// Rank r of the variance: the DTC variance reduction k' M k (M an m x m PSD matrix) is projected on
+  /// the r directions that keep the most of it, summed over the training inputs (a PCA of M^(1/2) k
+  /// there). Dropping directions only raises the variance. 0: the prior variance everywhere; >= m: the
+  /// full DTC variance (O(m^2) per point instead of O(m r)).
+  std::size_t variance_rank = 16;
+  /// Seeds the choice of the inducing points (the only random choice).
+  std::uint64_t seed = 0;
+};
+
+class gp_sparse;
+
 /// Posterior at a batch of points: mean and variance in the caller's units.
 struct gp_prediction {
   Eigen::VectorXd mean{};
@@ -154,6 +172,11 @@ class gp {
                                        Eigen::Ref<Eigen::VectorXd> variance_bound,
                                        std::size_t neighbours = 4) const;
 
+  /// A sparse approximation of this GP's posterior on inducing points chosen from its training inputs
+  /// (gp_sparse): O(m) kernel values per predicted point instead of O(n). Costs O(m^2 n + m^3) to build.
+  /// The same GP, options and seed give the same approximation.
+  gp_sparse sparse_approximation(const gp_sparse_options& options = {}) const;
+
   /// Joint posterior covariance of the latent f at the rows of Xs (m x m, caller's units).
   Eigen::MatrixXd posterior_covariance(const Eigen::Ref<const Eigen::MatrixXd>& Xs) const;
   /// One draw of the latent f at the rows of Xs (caller's units); the same rng state gives the same
@@ -198,10 +221,6 @@ class gp {
   void update_scaled_inputs();
   void solve_alpha();
   gp condition_on(const Eigen::Ref<const Eigen::MatrixXd>& pending, const double* fantasy_y) const;
-  template <class Body>
-  void for_blocks(Eigen::Index m, const Body& body) const;
-  template <class Body>
-  void for_cross_blocks(const Eigen::Ref<const Eigen::MatrixXd>& Xs, const Body& body) const;
   // out = K(Xs, X) v in standardised units (the mean when v = alpha).
   void cross_apply(const Eigen::Ref<const Eigen::MatrixXd>& Xs, const Eigen::VectorXd& v,
                    Eigen::Ref<Eigen::VectorXd> out) const;
@@ -226,6 +245,48 @@ class gp {
   Eigen::VectorXd alpha_;  // (K + noise I)^-1 z
   double jitter_ = 0.0;
   bool constant_ = false;
+};
+
+/// A sparse (inducing-point) approximation of a gp, made by gp::sparse_approximation: with m inducing
+/// inputs Z among the training inputs, the subset-of-regressors mean and the DTC variance (Quinonero-
+/// Candela and Rasmussen 2005) of the same kernel, hyperparameters, noise and standardisation:
+///   mean(x) = k_Z(x)' (K_ZZ + K_ZX K_XZ / s)^-1 K_ZX z / s,   s = noise + the GP's jitter,
+///   var(x)  = k(x, x) - k_Z(x)' (K_ZZ^-1 - (K_ZZ + K_ZX K_XZ / s)^-1) k_Z(x),
+/// the second term projected to gp_sparse_options::variance_rank directions. With Z = all training
+/// inputs and the full rank both equal the exact posterior (up to the 1e-8 s2 jitter on K_ZZ); with
+/// fewer they are an approximation without an error bound: the mean is smoothed where Z is sparser
+/// than the data, and the variance is at least the DTC one. For screening (acquisition::spec::screening),
+/// not for reporting predictions.
+class gp_sparse {
+ public:
+  /// Approximate posterior mean and variance of the latent f at the rows of Xs (caller's units; finite,
+  /// variance in [1e-12 sd^2, s2 sd^2]). O(m d + m r) per point, blocked and on TBB's threads like
+  /// gp::predict. Throws kf::error on a wrong dimension, a NaN input or an output size mismatch.
+  void predict(const Eigen::Ref<const Eigen::MatrixXd>& Xs, Eigen::Ref<Eigen::VectorXd> mean,
+               Eigen::Ref<Eigen::VectorXd> variance) const;
+  /// The inducing points: rows of the GP's inputs(), in the order they were chosen.
+  const std::vector<std::size_t>& inducing() const noexcept { return inducing_; }
+  /// False when the inducing covariance did not factorise even with jitter, or the weights came out
+  /// non-finite: predict() then gives the prior (mean of y, variance s2), useless for screening.
+  bool valid() const noexcept;
+  /// Directions kept in the variance (min(variance_rank, m)).
+  std::size_t variance_rank() const noexcept {
+    return weights_.cols() > 0 ? static_cast<std::size_t>(weights_.cols() - 1) : 0;
+  }
+
+ private:
+  friend class gp;
+  gp_sparse() = default;
+  std::size_t d_ = 0;
+  gp_options opt_{};
+  gp_hyper hyper_{};
+  double y_mean_ = 0.0, y_std_ = 1.0;
+  bool constant_ = true;            // predicts like a GP without data or a constant model
+  double constant_variance_ = 1.0;  // standardised, when constant_
+  std::vector<std::size_t> inducing_{};
+  Eigen::MatrixXd scaled_t_{};            // (d + 2) x m, as gp's: the scaled inducing inputs, 1, |.|^2
+  Eigen::MatrixXd weights_{};             // m x (1 + r): the mean's weights, then the variance projection
+  std::vector<double> weights_padded_{};  // the same, row-major, columns padded to a multiple of 4
 };
 
 }  // namespace kf

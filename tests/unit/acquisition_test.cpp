@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kforge/acquisition.hpp"
@@ -208,6 +209,98 @@ TEST(Acquisition, ThompsonSamplingIsReproducible) {
     // Successive draws from one generator differ.
     EXPECT_NE(argmax(g, *C, s, &other).score, argmax(g, *C, s, &other).score);
   }
+}
+
+// ---- sparse screening (spec::screening) ----------------------------------------------------------
+
+spec screened(kind k, std::size_t keep, std::size_t min_points, gp_sparse_options o) {
+  spec s{.type = k, .xi = 0.01};
+  s.screen = screening::sparse;
+  s.screen_keep = keep;
+  s.screen_min_points = min_points;
+  s.sparse = o;
+  return s;
+}
+
+// With every training point inducing (the sparse GP is then the exact one), the screen keeps the
+// exact best, so the screened selection is the brute-force one.
+TEST(Acquisition, SparseScreeningWithAllPointsEqualsBruteForce) {
+  const gp g = bo_like_gp(300, 4, 3);
+  rng r(1);
+  const Eigen::MatrixXd C = uniform_points(r, 4000, 4);
+  for (const auto k : {kind::ei, kind::log_ei, kind::pi, kind::lcb}) {
+    spec brute{.type = k, .xi = 0.01, .prune = false};
+    const spec s = screened(k, 64, 100, {.inducing_points = 300, .variance_rank = 300, .seed = 2});
+    const selection a = select(g, C, s, 5), b = select(g, C, brute, 5);
+    EXPECT_EQ(a.screened, 64u);
+    EXPECT_LE(a.exact_variances, 64u);
+    ASSERT_EQ(a.top.size(), 5u);
+    for (std::size_t i = 0; i < 5; ++i) {
+      if (k == kind::pi && b.top[i].score == 1.0) continue;  // saturated PI: ties broken by index
+      EXPECT_EQ(a.top[i].index, b.top[i].index) << static_cast<int>(k) << " rank " << i;
+      EXPECT_NEAR(a.top[i].score, b.top[i].score, 1e-9 * std::max(1.0, std::abs(b.top[i].score)));
+    }
+  }
+}
+
+// Below screen_min_points training points, with no more candidates than screen_keep, or for Thompson
+// sampling, sparse screening is the exact path: the same result and nothing screened.
+TEST(Acquisition, SparseScreeningFallsBackToExact) {
+  const gp g = bo_like_gp(300, 4, 3);
+  rng r(2);
+  const Eigen::MatrixXd C = uniform_points(r, 3000, 4);
+  const spec exact{.type = kind::log_ei, .xi = 0.01};
+  const selection e = select(g, C, exact, 3);
+  for (const spec& s : {screened(kind::log_ei, 64, 301, {.inducing_points = 20}),
+                        screened(kind::log_ei, 3000, 100, {.inducing_points = 20})}) {
+    const selection a = select(g, C, s, 3);
+    EXPECT_EQ(a.screened, 0u);
+    EXPECT_EQ(a.exact_variances, e.exact_variances);
+    ASSERT_EQ(a.top.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(a.top[i].index, e.top[i].index);
+      EXPECT_EQ(a.top[i].score, e.top[i].score);
+    }
+  }
+  // At the threshold it does screen.
+  EXPECT_EQ(select(g, C, screened(kind::log_ei, 64, 300, {.inducing_points = 20}), 3).screened, 64u);
+  rng a(9), b(9);
+  spec t = screened(kind::thompson, 64, 100, {.inducing_points = 20});
+  const selection ta = select(g, C, t, 2, &a);
+  t.screen = screening::exact;
+  const selection tb = select(g, C, t, 2, &b);
+  EXPECT_EQ(ta.screened, 0u);
+  EXPECT_EQ(ta.top[0].index, tb.top[0].index);
+}
+
+// Few inducing points: the result is deterministic for a seed, its score is the exact acquisition of
+// the chosen candidate, and it is never better than the exact maximum. A mean offset reaches both stages.
+TEST(Acquisition, SparseScreeningIsSeededAndScoresExactly) {
+  const gp g = bo_like_gp(600, 5, 11);
+  rng r(3);
+  const Eigen::MatrixXd C = uniform_points(r, 20000, 5);
+  const spec s = screened(kind::log_ei, 256, 500, {.inducing_points = 48, .variance_rank = 8, .seed = 4});
+  const selection a = select(g, C, s, 4), b = select(g, C, s, 4);
+  ASSERT_EQ(a.top.size(), 4u);
+  EXPECT_EQ(a.screened, 256u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(a.top[i].index, b.top[i].index);
+    EXPECT_EQ(a.top[i].score, b.top[i].score);
+  }
+  const choice exact = argmax(g, C, {.type = kind::log_ei, .xi = 0.01});
+  EXPECT_LE(a.top[0].score, exact.score);
+  for (const auto& c : a.top) {
+    const gp_prediction p = g.predict(C.row(static_cast<Eigen::Index>(c.index)));
+    EXPECT_NEAR(c.score, log_expected_improvement(p.mean(0), std::sqrt(p.variance(0)), g.best_target(), 0.01),
+                1e-9 * std::abs(c.score));
+  }
+  // An offset that makes every candidate but one hopeless: both stages must see it.
+  spec o = s;
+  o.mean_offset = Eigen::VectorXd::Constant(C.rows(), 100.0);
+  o.mean_offset(12345) = 0.0;
+  EXPECT_EQ(argmax(g, C, o).index, 12345u);
+  o.mean_offset.resize(3);
+  EXPECT_THROW(select(g, C, o, 1), error);
 }
 
 }  // namespace

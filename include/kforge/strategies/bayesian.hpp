@@ -35,13 +35,15 @@
 //                            as inputs, read from the transfer records (a compile-only pass in a real run; in
 //                            replay the run's own recording; their times are not used unless transfer_initial
 //                            and transfer_mean say so).
-//   roofline_mean            a mean function shaped like the roofline: log(time) ~ a + b log(max(r B(x), I(x)))
-//                            with B the DRAM bytes and I the executed instructions (auxiliary GPs' predictions,
-//                            for evaluated configurations too), r, a, b fitted to the observations (b held near
-//                            1 by 4 pseudo-observations); the GP models the rest.
+//   roofline_mean            a mean function shaped like the roofline:
+//                            log(time) ~ a + b log(max(r B(x), I(x))) with B the DRAM bytes and I the
+//                            executed instructions (auxiliary GPs' predictions, for evaluated
+//                            configurations too), r, a, b fitted to the observations (b held near 1 by 4
+//                            pseudo-observations); the GP models the rest.
 // Options (defaults): initial_samples 10, acquisition log_ei (ei, log_ei, pi, lcb, thompson), beta 2 (lcb),
 // xi 0, kernel matern52 (matern32, rbf), refit_every 8, max_points 400, max_candidates 20000,
-// failure_penalty 1.0, restarts 2; transfer_initial 3, transfer_mean true, transfer_weight 0.5,
+// failure_penalty 1.0, restarts 2; screening exact (sparse: screen_min_points 500, screen_keep 2048,
+// inducing_points 128; docs/gp.md); transfer_initial 3, transfer_mean true, transfer_weight 0.5,
 // transfer_strength 4; metric_outputs [], metric_output_points 100, static_features [], roofline_mean false.
 #pragma once
 
@@ -72,12 +74,16 @@ struct bayesian_options {
   std::size_t max_candidates = 20000;
   double failure_penalty = 1.0;
   int restarts = 2;
+  std::string screening = "exact";  ///< exact | sparse (acquisition::spec::screening)
+  std::size_t screen_min_points = 500;
+  std::size_t screen_keep = 2048;
+  std::size_t inducing_points = 128;
   std::vector<std::string> metric_features;
-  std::string metric_inputs = "measured";  ///< measured (where known) | predicted (always)
-  std::size_t transfer_initial = 3;  ///< initial configurations taken from the transfer prior's best
-  bool transfer_mean = true;         ///< the transfer prior as the GP's mean function
-  double transfer_weight = 0.5;      ///< prior slope b0 = this x the records' log-time spread
-  double transfer_strength = 4;      ///< pseudo-observations holding the slope at b0
+  std::string metric_inputs = "measured";    ///< measured (where known) | predicted (always)
+  std::size_t transfer_initial = 3;          ///< initial configurations taken from the transfer prior's best
+  bool transfer_mean = true;                 ///< the transfer prior as the GP's mean function
+  double transfer_weight = 0.5;              ///< prior slope b0 = this x the records' log-time spread
+  double transfer_strength = 4;              ///< pseudo-observations holding the slope at b0
   std::vector<std::string> metric_outputs;   ///< auxiliary outputs of a multi-output GP
   std::size_t metric_output_points = 100;    ///< auxiliary rows per metric at most
   std::vector<std::string> static_features;  ///< inputs known before running (from transfer records)
