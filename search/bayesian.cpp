@@ -683,12 +683,12 @@ void register_bayesian() {
                      100, 10000000),
           real_option("failure_penalty", 1.0, "a failure's target: worst log(time) plus this", 0, 100),
           int_option("restarts", 2, "L-BFGS runs per hyperparameter fit", 1, 100),
-          string_option(
-              "screening", "exact",
-              "exact: every candidate's acquisition from the exact GP; sparse: from "
-              "screen_min_points training points on, the screen_keep best candidates by a sparse GP's "
-              "acquisition go to the exact stage (docs/gp.md)",
-              {"exact", "sparse"}),
+          string_option("screening", "sparse",
+                        "exact: every candidate's acquisition from the exact GP; sparse: from "
+                        "screen_min_points training points on (so never with max_points below it), the "
+                        "screen_keep best candidates by a sparse GP's acquisition go to the exact stage "
+                        "(docs/gp.md)",
+                        {"exact", "sparse"}),
           int_option("screen_min_points", 500, "sparse screening: training points from which it is used", 1,
                      10000000),
           int_option("screen_keep", 2048, "sparse screening: candidates kept for the exact acquisition", 1,

@@ -42,7 +42,7 @@
 //                            pseudo-observations); the GP models the rest.
 // Options (defaults): initial_samples 10, acquisition log_ei (ei, log_ei, pi, lcb, thompson), beta 2 (lcb),
 // xi 0, kernel matern52 (matern32, rbf), refit_every 8, max_points 400, max_candidates 20000,
-// failure_penalty 1.0, restarts 2; screening exact (sparse: screen_min_points 500, screen_keep 2048,
+// failure_penalty 1.0, restarts 2; screening sparse (screen_min_points 500, screen_keep 2048,
 // inducing_points 128; docs/gp.md); transfer_initial 3, transfer_mean true, transfer_weight 0.5,
 // transfer_strength 4; metric_outputs [], metric_output_points 100, static_features [], roofline_mean false.
 #pragma once
@@ -74,7 +74,7 @@ struct bayesian_options {
   std::size_t max_candidates = 20000;
   double failure_penalty = 1.0;
   int restarts = 2;
-  std::string screening = "exact";  ///< exact | sparse (acquisition::spec::screening)
+  std::string screening = "sparse";  ///< exact | sparse (acquisition::spec::screening)
   std::size_t screen_min_points = 500;
   std::size_t screen_keep = 2048;
   std::size_t inducing_points = 128;
