@@ -133,9 +133,9 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     worker = program_worker.Worker(program_worker.program_devices.make_device(device, 0),
                                    os.path.join(os.environ.get("TMPDIR", "/tmp"), "kforge-measure"))
     params = experiment["problem"]["parameters"]
-    op = experiment["problem"]["name"].split(".", 1)[1]
     from kforge.tritonbench_g.harness import operator
-    h = operator(*_data_and_op(harness_file))
+    program = experiment["problem"]["program"]  # <data>/kernels/<op>.py
+    h = operator(os.path.dirname(os.path.dirname(program)), os.path.splitext(os.path.basename(program))[0])
     inputs = [call[0] for call in h.shapes("all")]  # each call is (to_cuda(input),)
     calls = {"original": h.bind(variant_module(experiment, [], worker))}
     candidates = {}
@@ -164,23 +164,13 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
             candidates[name]["errors"] += errors[name]
             candidates[name]["correct"] = candidates[name]["correct"] and not errors[name]
     original = times["original"]
-    return {"op": op, "sizes": [str(i) for i in range(len(inputs))],
+    return {"op": h.op, "sizes": [str(i) for i in range(len(inputs))],
             "protocol": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True, "rounds": rounds,
                          "timer": "triton.testing.do_bench, median, L2 flushed", "seconds": round(time.perf_counter() - t0, 1)},
             "original": {"ms": original, "errors": errors["original"],
                          "gbps": [rate(h.perf.get_gbps, x, ms) for x, ms in zip(inputs, original)],
                          "tflops": [rate(h.perf.get_tflops, x, ms) for x, ms in zip(inputs, original)]},
             "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}}
-
-
-def _data_and_op(harness_file: str) -> tuple[str, str]:
-    """The (DATA, OP) a generated harness.py names."""
-    scope: dict = {}
-    for line in open(harness_file, encoding="utf-8"):
-        if line.startswith("DATA, OP = "):
-            exec(line, scope)  # two string literals the importer wrote
-            return scope["DATA"], scope["OP"]
-    raise ValueError(f"{harness_file}: no 'DATA, OP = ...' line (not written by kforge.tritonbench_g.importer?)")
 
 
 def main(argv=None) -> int:
