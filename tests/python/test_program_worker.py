@@ -69,7 +69,7 @@ def test_within_tolerance_is_ok_and_tolerance_is_per_dtype(worker):
 
 def test_unwritten_output_passes_without_poisoning(worker, monkeypatch):
     # What the poisoning is for: without it the allocator's stale block holds the reference's result.
-    monkeypatch.setattr(program_devices.FakeDevice, "poison_pool", lambda self, blocks: None)
+    monkeypatch.setattr(program_devices.FakeDevice, "poison_pool", lambda self, blocks, pattern=0: None)
     assert worker.evaluate(request(2))["status"] == "ok"
 
 
@@ -190,6 +190,21 @@ def test_answers_carry_no_nan(tmp_path):
     worker.evaluate = lambda req: {"id": 1, "status": "ok", "metrics": {"a": math.nan, "b": [math.inf, 1.0]}}
     pw.serve(worker, [json.dumps({"op": "evaluate", "id": 1})], out)
     assert json.loads(out.getvalue()) == {"id": 1, "status": "ok", "metrics": {"a": None, "b": [None, 1.0]}}
+
+
+def test_elements_the_original_never_writes_are_not_compared(worker):
+    def padded(pad):
+        return request(call="padded", knobs=[{"kind": "literal", "site": "padded", "target": "PAD", "value": pad}])
+    assert worker.evaluate(padded(2))["status"] == "ok"   # reproducible once its padding is set aside
+    assert worker.evaluate(padded(0))["status"] == "ok"   # a candidate may write the padding
+    out = worker.evaluate(padded(3))                      # ... but must write what the original writes
+    assert out["status"] == "wrong_result" and "returned: 1 of 7 elements differ; first at (4,)" in out["error"]
+    dev = program_devices.FakeDevice(0)
+    import numpy as np
+    a, b = np.array([np.nan, 1.0, np.nan]), np.array([4096.0, 1.0, 2.0])
+    assert dev.unwritten(a, b).tolist() == [True, False, False]
+    assert dev.unwritten(a[1:], b[1:]) is None and dev.unwritten(a, b[:2]) is None
+    assert pw.unwritten_masks((a, {"k": a}), (b, {"k": b}), dev).keys() == {"returned[0]", "returned[1]['k']"}
 
 
 def test_an_original_that_does_not_reproduce_itself_is_said_so(worker):

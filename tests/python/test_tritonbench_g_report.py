@@ -183,6 +183,11 @@ def test_why_not_improved_classes(campaign):
     assert classes == {"op_win": None, "op_wrong": "wrong", "op_noknob": "no_knob", "op_bound": "at_bound",
                        "op_notrun": None, "op_nofinal": "search_too_short", "op_other": "other",
                        "op_flat": "knobs_without_effect", "op_untried": None}
+    wrong = next(o for o in operators if o.op == "op_wrong")
+    message = "the original program is not reproducible: two calls on the same inputs differ (...)"
+    wrong.trials["kforge"] = [{**trial(i, {"BLOCK": 32 << i}, None, i, "launch_failed"), "error": message}
+                              for i in range(3)]
+    assert report.why_not_improved(wrong, report.outcome(wrong, "kforge")) == "not_reproducible"
 
 
 def run_main(campaign_and_data, out):
@@ -248,6 +253,19 @@ def test_partial_campaign_is_said_at_the_top(campaign, tmp_path):
     assert text.index("Partial campaign") < text.index("## Headline")
     assert "| kforge | 7 / 8 / 9 | 6 | 1 (16.7%) | 1 (11.1%) |" in text
     assert "autotune" not in text.split("## Headline")[1].split("TritonForge")[0]
+
+
+def test_searches_that_shared_the_gpu_are_said(campaign, tmp_path):
+    out = tmp_path / "r.md"
+    assert run_main(campaign, out) == 0
+    assert "GPU sharing" not in out.read_text()   # every final.json without ops_at_once: one at a time
+    path = campaign[0] / "runs" / "op_win" / "final.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "ops_at_once": 3}))
+    assert run_main(campaign, out) == 0
+    assert "GPU sharing: 5 operators 1 at a time, 1 operator 3 at a time." in out.read_text()
+    path.write_text(json.dumps({**data, "ops_at_once": 0}))
+    assert run_main(campaign, tmp_path / "r2.md") == 2
 
 
 def test_errors_name_the_file_and_exit_2(campaign, tmp_path, capsys):

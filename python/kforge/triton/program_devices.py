@@ -37,6 +37,14 @@ def _describe_mismatch(path: str, n_bad: int, total: int, index, out_value, ref_
             f"{ref_value!r} (tolerance abs {tol[1]:g} + rel {tol[0]:g} |ref|)")
 
 
+def _poison_value(floating: bool, boolean: bool, signed: bool, int_max: Callable[[], int], pattern: int):
+    """What poison ``pattern`` writes: pattern 0 (every check) NaN / True / -1 / the unsigned maximum;
+    pattern 1 (only to find unwritten elements) 4096.0 (exact in every float type) / False / 77."""
+    if pattern == 0:
+        return math.nan if floating else True if boolean else -1 if signed else int_max()
+    return 4096.0 if floating else False if boolean else 77
+
+
 class FakeDevice:
     """numpy on the host. ``name`` 'fake'. Timing is the wall clock of the call."""
 
@@ -76,26 +84,36 @@ class FakeDevice:
     def is_floating(self, x) -> bool:
         return x.dtype.kind in "fc"
 
-    def poison(self, x) -> None:
-        if self.is_floating(x):
-            x.fill(self.np.nan)
-        elif x.dtype.kind == "b":
-            x.fill(True)
-        else:
-            x.fill(-1 if x.dtype.kind == "i" else self.np.iinfo(x.dtype).max)
+    def poison(self, x, pattern: int = 0) -> None:
+        x.fill(_poison_value(self.is_floating(x), x.dtype.kind == "b", x.dtype.kind == "i",
+                             lambda: self.np.iinfo(x.dtype).max, pattern))
 
-    def poison_pool(self, blocks: list) -> None:
-        """Fills the allocator's cached blocks of these (shape, dtype) with NaN."""
+    def poison_pool(self, blocks: list, pattern: int = 0) -> None:
+        """Fills the allocator's cached blocks of these (shape, dtype) with the poison ``pattern``."""
         for shape, dtype in blocks:
             block = FakeDevice.pool.get((tuple(shape), dtype))
             if block is not None:
-                self.poison(block)
+                self.poison(block, pattern)
+
+    def unwritten(self, first, second):
+        """The mask of elements that read back as poison pattern 0 in ``first`` and 1 in ``second``
+        (None: none, or the results do not match in shape)."""
+        if first.shape != second.shape or first.dtype != second.dtype:
+            return None
+        mask = self._is_poison(first, 0) & self._is_poison(second, 1)
+        return mask if mask.any() else None
+
+    def _is_poison(self, x, pattern: int):
+        if self.is_floating(x) and pattern == 0:
+            return self.np.isnan(x)
+        return x == _poison_value(self.is_floating(x), x.dtype.kind == "b", x.dtype.kind == "i",
+                                  lambda: self.np.iinfo(x.dtype).max, pattern)
 
     def equal(self, a, b) -> bool:
         return a.shape == b.shape and a.dtype == b.dtype and bool(
             self.np.array_equal(a, b, equal_nan=self.is_floating(a)))
 
-    def compare(self, path: str, out, ref, tol) -> str | None:
+    def compare(self, path: str, out, ref, tol, ignore=None) -> str | None:
         np = self.np
         if out.shape != ref.shape:
             return f"{path}: shape {tuple(out.shape)} vs reference {tuple(ref.shape)}"
@@ -108,6 +126,8 @@ class FakeDevice:
             ok |= (np.isnan(o) & np.isnan(r)) | ((o == r) & np.isinf(r))
         else:
             ok = out == ref
+        if ignore is not None:
+            ok |= ignore
         bad = ~ok
         n_bad = int(bad.sum())
         if n_bad == 0:
@@ -276,25 +296,36 @@ class TorchDevice:
     def is_floating(self, x) -> bool:
         return x.is_floating_point() or x.is_complex()
 
-    def poison(self, x) -> None:
+    def poison(self, x, pattern: int = 0) -> None:
         with self.torch.no_grad():
-            if self.is_floating(x):
-                x.fill_(math.nan)
-            elif x.dtype == self.torch.bool:
-                x.fill_(True)
-            else:
-                x.fill_(-1 if x.dtype.is_signed else self.torch.iinfo(x.dtype).max)
+            x.fill_(_poison_value(self.is_floating(x), x.dtype == self.torch.bool, x.dtype.is_signed,
+                                  lambda: self.torch.iinfo(x.dtype).max, pattern))
 
-    def poison_pool(self, blocks: list) -> None:
-        """Allocates blocks of these (shape, dtype), fills them with NaN and frees them: torch's caching
-        allocator hands the same memory to the program's next torch.empty of that size, so an element the
-        candidate does not write reads NaN instead of the reference's stale result."""
+    def poison_pool(self, blocks: list, pattern: int = 0) -> None:
+        """Allocates blocks of these (shape, dtype), fills them with the poison ``pattern`` and frees them:
+        torch's caching allocator hands the same memory to the program's next torch.empty of that size, so
+        an element the candidate does not write reads poison instead of the reference's stale result."""
         held = []
         for shape, dtype in blocks:
             t = self.torch.empty(shape, dtype=getattr(self.torch, dtype), device=self.dev)
-            self.poison(t)
+            self.poison(t, pattern)
             held.append(t)
         del held
+
+    def unwritten(self, first, second):
+        """The mask of elements that read back as poison pattern 0 in ``first`` and 1 in ``second``
+        (None: none, or the results do not match in shape)."""
+        if tuple(first.shape) != tuple(second.shape) or first.dtype != second.dtype:
+            return None
+        with self.torch.no_grad():
+            mask = self._is_poison(first, 0) & self._is_poison(second, 1)
+            return mask if bool(mask.any().item()) else None
+
+    def _is_poison(self, x, pattern: int):
+        if self.is_floating(x) and pattern == 0:
+            return self.torch.isnan(x)
+        return x == _poison_value(self.is_floating(x), x.dtype == self.torch.bool, x.dtype.is_signed,
+                                  lambda: self.torch.iinfo(x.dtype).max, pattern)
 
     def equal(self, a, b) -> bool:
         if a.shape != b.shape or a.dtype != b.dtype:
@@ -303,7 +334,7 @@ class TorchDevice:
             self.torch.equal(self.torch.nan_to_num(a, nan=0.5), self.torch.nan_to_num(b, nan=0.5))
             and self.torch.equal(self.torch.isnan(a), self.torch.isnan(b))))
 
-    def compare(self, path: str, out, ref, tol) -> str | None:
+    def compare(self, path: str, out, ref, tol, ignore=None) -> str | None:
         torch = self.torch
         if tuple(out.shape) != tuple(ref.shape):
             return f"{path}: shape {tuple(out.shape)} vs reference {tuple(ref.shape)}"
@@ -316,6 +347,8 @@ class TorchDevice:
                 ok |= (torch.isnan(o) & torch.isnan(r)) | ((o == r) & torch.isinf(r))
             else:
                 ok = out == ref
+            if ignore is not None:
+                ok |= ignore
             bad = ~ok
             n_bad = int(bad.sum().item())
             if n_bad == 0:

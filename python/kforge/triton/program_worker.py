@@ -40,7 +40,10 @@ What an evaluation does:
    kforge.tritonbench_g.harness); otherwise the callable is the module's ``call`` function.
 3. The *reference* is the original program (cut, no knobs) on copies of the same inputs, once per shape
    per worker. It also tells which tensor arguments the program writes (changed by the call) and which
-   of those it only writes (its result does not change when they are poisoned first).
+   of those it only writes (its result does not change when they are poisoned first), which elements of
+   its returned tensors it never writes (two more calls with the blocks poisoned two ways: what reads
+   back as each poison; never compared, for any candidate), and whether it reproduces itself (a second
+   call within the tolerances; if not, every candidate fails with that message).
 4. Check, every shape: copies of the pristine inputs; write-only arguments poisoned (NaN for floats, -1
    / all ones for integers); blocks of the sizes of the reference's returned tensors allocated, poisoned
    and freed (torch's caching allocator hands them to the wrapper's ``torch.empty``); the wrapper called;
@@ -180,26 +183,28 @@ def clone_value(value: Any, device):
     return value
 
 
-def compare_values(out: Any, ref: Any, device, tolerances: dict, path: str = "returned") -> str | None:
-    """The first difference between a candidate's value and the reference's, or None."""
+def compare_values(out: Any, ref: Any, device, tolerances: dict, path: str = "returned",
+                   ignore: dict | None = None) -> str | None:
+    """The first difference between a candidate's value and the reference's, or None. ``ignore`` maps a
+    returned tensor's path to a mask of elements not compared (those the original never writes)."""
     if device.is_tensor(ref):
         if not device.is_tensor(out):
             return f"{path}: {type(out).__name__} where the reference returned a tensor"
         dt = device.dtype_name(ref)
         tol = tolerances.get(dt, (0.0, 0.0)) if device.is_floating(ref) else (0.0, 0.0)
-        return device.compare(path, out, ref, tol)
+        return device.compare(path, out, ref, tol, (ignore or {}).get(path))
     if isinstance(ref, (tuple, list)):
         if not isinstance(out, (tuple, list)) or len(out) != len(ref):
             return f"{path}: {_kind(out)} where the reference returned {_kind(ref)}"
         for i, (o, r) in enumerate(zip(out, ref)):
-            if (m := compare_values(o, r, device, tolerances, f"{path}[{i}]")) is not None:
+            if (m := compare_values(o, r, device, tolerances, f"{path}[{i}]", ignore)) is not None:
                 return m
         return None
     if isinstance(ref, dict):
         if not isinstance(out, dict) or set(out) != set(ref):
             return f"{path}: {_kind(out)} where the reference returned {_kind(ref)}"
         for k in ref:
-            if (m := compare_values(out[k], ref[k], device, tolerances, f"{path}[{k!r}]")) is not None:
+            if (m := compare_values(out[k], ref[k], device, tolerances, f"{path}[{k!r}]", ignore)) is not None:
                 return m
         return None
     if isinstance(ref, float) and isinstance(out, (int, float)):
@@ -215,6 +220,25 @@ def compare_values(out: Any, ref: Any, device, tolerances: dict, path: str = "re
     except Exception:
         same = False
     return None if same else f"{path}: {out!r} vs reference {ref!r}"
+
+
+def unwritten_masks(first: Any, second: Any, device, path: str = "returned") -> dict:
+    """The elements of returned tensors a program leaves unwritten, as ``{path: mask}`` (paths as
+    compare_values names them): ``first`` and ``second`` are its results on the same inputs with the
+    allocator's blocks poisoned with pattern 0 and pattern 1; an element that reads back as each pattern
+    was never written (a deterministic written element cannot be both)."""
+    masks = {}
+    if device.is_tensor(first) and device.is_tensor(second):
+        mask = device.unwritten(first, second)
+        if mask is not None:
+            masks[path] = mask
+    elif isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second):
+        for i, (a, b) in enumerate(zip(first, second)):
+            masks.update(unwritten_masks(a, b, device, f"{path}[{i}]"))
+    elif isinstance(first, dict) and isinstance(second, dict) and set(first) == set(second):
+        for k in first:
+            masks.update(unwritten_masks(first[k], second[k], device, f"{path}[{k!r}]"))
+    return masks
 
 
 def _kind(v) -> str:
@@ -379,6 +403,7 @@ class Shape:
         self.written: set = set()       # argument paths the reference changed
         self.write_only: set = set()    # ... whose values before the call do not matter
         self.result_blocks: list = []   # (shape, dtype) of the reference's returned tensors
+        self.unwritten: dict = {}       # returned tensor's path -> mask of elements the original never writes
         self.ref_ms = math.nan
 
 
@@ -482,12 +507,21 @@ class Worker:
         after = self._arg_tensors(args, kwargs)
         shape.ref_args = {path: dev.clone(t) for path, t in after}
         shape.written = {path for path, t in after if not dev.equal(t, pristine[path])}
+        # Elements of the returned tensors the original never writes (e.g. padding left as torch.empty
+        # gave it: TritonBench-G's attention_fwd_triton2 stores 96 of 128 columns) are found by two more
+        # calls with the allocator's blocks poisoned two ways; they are not compared, for any candidate.
+        a1, k1 = self._fresh(shape, poison=False)
+        dev.poison_pool(shape.result_blocks, pattern=0)
+        again = clone_value(wrapper(*a1, **k1), dev)  # a program may hand back the same block each call
+        dev.synchronize()
+        a3, k3 = self._fresh(shape, poison=False)
+        dev.poison_pool(shape.result_blocks, pattern=1)
+        third = wrapper(*a3, **k3)
+        dev.synchronize()
+        shape.unwritten = unwritten_masks(again, third, dev)
         # The original must reproduce itself, or no candidate can be checked against it (a race in the
         # original, e.g. TritonBench-G's apply_penalty with repeated token ids, differs call to call).
-        a1, k1 = self._fresh(shape, poison=False)
-        again = wrapper(*a1, **k1)
-        dev.synchronize()
-        unstable = compare_values(again, shape.ref_result, dev, tolerances) or next(
+        unstable = compare_values(again, shape.ref_result, dev, tolerances, ignore=shape.unwritten) or next(
             (m for p, t in self._arg_tensors(a1, k1) if (m := dev.compare(
                 p, t, shape.ref_args[p], tolerances.get(dev.dtype_name(t), (0.0, 0.0)) if dev.is_floating(t)
                 else (0.0, 0.0))) is not None), None)
@@ -502,7 +536,7 @@ class Worker:
                     dev.poison(t)
             r2 = wrapper(*a2, **k2)
             dev.synchronize()
-            same = compare_values(r2, shape.ref_result, dev, {}) is None and all(
+            same = compare_values(r2, shape.ref_result, dev, {}, ignore=shape.unwritten) is None and all(
                 dev.equal(t, shape.ref_args[p]) for p, t in self._arg_tensors(a2, k2))
             if same:
                 shape.write_only.add(path)
@@ -547,7 +581,7 @@ class Worker:
         result = wrapper(*args, **kwargs)
         dev.synchronize()
         tag = f"shape {index}: "
-        message = compare_values(result, shape.ref_result, dev, tolerances)
+        message = compare_values(result, shape.ref_result, dev, tolerances, ignore=shape.unwritten)
         if message is None:
             for path, t in self._arg_tensors(args, kwargs):
                 if (message := dev.compare(path, t, shape.ref_args[path], tolerances.get(

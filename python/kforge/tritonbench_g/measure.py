@@ -15,7 +15,9 @@ search's winner on EVERY size of the harness's sweep, checked, then timed interl
    of the harness's ``call_op`` on ``to_cuda(input)``, per size, in ``--rounds`` rounds; within a round the
    programs take turns in an order that alternates between rounds, so clock drift cannot favour either.
    Each program's time per size is the median of its rounds. The protocol is recorded in final.json (it
-   is shorter than the harness's 100 ms warm-up and 1000 ms of repetitions: say so when quoting).
+   is shorter than the harness's 100 ms warm-up and 1000 ms of repetitions: say so when quoting). The
+   timing holds the GPU's lock exclusively (the program worker's DeviceLock), so searches of other
+   operators sharing the GPU (``--ops-at-once``) compile meanwhile but never run a kernel beside it.
 3. The original's GB/s and TFLOP/s per size from the harness's ``get_gbps`` / ``get_tflops``, and the
    peaks they are judged against (``--peak-gbps``: the copy bandwidth measured on the H200;
    ``--peak-tflops``: the nominal dense fp16/bf16 tensor-core peak).
@@ -118,6 +120,19 @@ def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, r
     return out, errors
 
 
+def compile_outside_the_lock(calls: dict, inputs: list) -> None:
+    """One call of every program on every size before the timing takes the GPU's lock, so Triton's JIT
+    compiles while other processes on the GPU may still time. Errors are left to the timing to record."""
+    import torch
+    for x in inputs:
+        for call in calls.values():
+            try:
+                call(x)
+            except Exception:
+                pass
+        torch.cuda.synchronize()
+
+
 def rate(fn, inp, ms):
     try:
         return float(fn(inp, ms)) if ms else None
@@ -126,7 +141,7 @@ def rate(fn, inp, ms):
 
 
 def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_ms: float,
-            peak_gbps: float, peak_tflops: float, device: str = "torch") -> dict:
+            peak_gbps: float, peak_tflops: float, device: str = "torch", ops_at_once: int = 1) -> dict:
     with open(os.path.join(campaign_op, "kforge.json"), encoding="utf-8") as f:
         experiment = json.load(f)
     harness_file = os.path.join(campaign_op, "harness.py")
@@ -157,14 +172,16 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                             "search_best_ms": best["time_ms"]}
         calls[name] = h.bind(variant_module(experiment, knobs, worker))
     t0 = time.perf_counter()
-    times, errors = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
+    compile_outside_the_lock(calls, inputs)
+    with worker.lock.hold(exclusive=True):  # the GPU alone: other searches on it wait to time
+        times, errors = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
     for name in candidates:
         if name in times:
             candidates[name]["ms"] = times[name]
             candidates[name]["errors"] += errors[name]
             candidates[name]["correct"] = candidates[name]["correct"] and not errors[name]
     original = times["original"]
-    return {"op": h.op, "sizes": [str(i) for i in range(len(inputs))],
+    return {"op": h.op, "sizes": [str(i) for i in range(len(inputs))], "ops_at_once": ops_at_once,
             "protocol": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True, "rounds": rounds,
                          "timer": "triton.testing.do_bench, median, L2 flushed", "seconds": round(time.perf_counter() - t0, 1)},
             "original": {"ms": original, "errors": errors["original"],
@@ -182,8 +199,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rep-ms", type=float, default=100.0)
     ap.add_argument("--peak-gbps", type=float, default=H200_COPY_GBPS)
     ap.add_argument("--peak-tflops", type=float, default=H200_DENSE_TFLOPS)
+    ap.add_argument("--ops-at-once", type=int, default=1,
+                    help="how many operators' searches shared the GPU (recorded in final.json)")
     a = ap.parse_args(argv)
-    result = measure(a.campaign_op, a.runs, a.rounds, a.warmup_ms, a.rep_ms, a.peak_gbps, a.peak_tflops)
+    result = measure(a.campaign_op, a.runs, a.rounds, a.warmup_ms, a.rep_ms, a.peak_gbps, a.peak_tflops,
+                     ops_at_once=a.ops_at_once)
     os.makedirs(a.runs, exist_ok=True)
     with open(os.path.join(a.runs, "final.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1, default=lambda v: None)

@@ -45,7 +45,8 @@ AT_BOUND_GBPS = 0.80                      # the original reaches this fraction o
 AT_BOUND_TFLOPS = 0.60                    # ... or this fraction of the nominal dense fp16 peak
 NO_EFFECT_SPAN = 1.05                     # the ok trials' slowest / fastest below this: knobs without effect
 LATE_FRACTION = 0.75                      # the best trial after this fraction of the search's clock: too short
-WHY_CLASSES = ("wrong", "no_knob", "at_bound", "knobs_without_effect", "search_too_short", "other")
+NOT_REPRODUCIBLE = "the original program is not reproducible"  # the program worker's message
+WHY_CLASSES = ("not_reproducible", "wrong", "no_knob", "at_bound", "knobs_without_effect", "search_too_short", "other")
 
 # TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
 BUCKET_EDGES = (801, 1711, 2493)
@@ -160,6 +161,7 @@ class Final:
     candidates: dict[str, Candidate]
     peak_gbps: float | None
     peak_tflops: float | None
+    ops_at_once: int = 1    # how many operators' searches shared the GPU (timing exclusive by its lock)
 
 
 def _number_list(value: Any, n: int, path: Path, what: str) -> list[float | None]:
@@ -202,7 +204,11 @@ def parse_final(data: Any, path: Path) -> Final:
             search_gpu_s=_optional_number(c.get("search_gpu_s"), path, f"candidates.{method}.search_gpu_s"),
             trials=trials)
     peak = data.get("peak") or {}
-    return Final(sizes=[str(s) for s in data["sizes"]],
+    ops_at_once = data.get("ops_at_once", 1)
+    if isinstance(ops_at_once, bool) or not isinstance(ops_at_once, int) or ops_at_once < 1:
+        raise ReportError(f"{path}: 'ops_at_once' must be a positive integer")
+    return Final(ops_at_once=ops_at_once,
+                 sizes=[str(s) for s in data["sizes"]],
                  original_ms=_number_list(original.get("ms"), n, path, "original.ms"),
                  original_gbps=_number_list(original.get("gbps"), n, path, "original.gbps"),
                  original_tflops=_number_list(original.get("tflops"), n, path, "original.tflops"),
@@ -362,6 +368,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     """The class of a runnable, searched operator whose kforge candidate is not a success (None otherwise),
     the first that applies in WHY_CLASSES' order:
 
+    - ``not_reproducible``: every kforge trial failed because the original does not reproduce itself
+      (a race or nondeterminism beyond the tolerances): nothing can be checked against it;
     - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size;
     - ``no_knob``: at most one distinct configuration tried (from kforge.jsonl; without it, final.json's
       trial count, and an operator with neither counts zero);
@@ -372,9 +380,11 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     """
     if not (operator.runnable and operator.searched) or kforge.success:
         return None
+    trials = operator.trials["kforge"]
+    if trials and all(NOT_REPRODUCIBLE in (t.get("error") or "") for t in trials):
+        return "not_reproducible"
     if kforge.present and kforge.speedup is None:
         return "wrong"
-    trials = operator.trials["kforge"]
     tried = distinct_configurations(trials) if trials is not None else (kforge.trials or 0)
     if tried <= 1:
         return "no_knob"
@@ -555,6 +565,8 @@ DEFINITIONS = f"""\
   rounds per operator. Its share of all 184 is derived from those figures; it has no geomean or GPU-seconds figure."""
 
 WHY_TEXT = {
+    "not_reproducible": "the original does not reproduce itself on the same inputs (within the tolerances): "
+                        "no candidate can be checked",
     "wrong": "kforge's best candidate was incorrect (or failed) at the harness sizes",
     "no_knob": "at most one distinct configuration was tried",
     "at_bound": f"the original's best size already reaches {AT_BOUND_GBPS:.0%} of the copy bandwidth "
@@ -585,6 +597,21 @@ def regenerate_command(campaign: str, data: str, out: str) -> str:
     return f"PYTHONPATH=python .venv/bin/python -m kforge.tritonbench_g.report {campaign} --data {data} --out {out}"
 
 
+def sharing_lines(searched: list[Operator]) -> list[str]:
+    """How many operators were searched while others shared the GPU (their GPU s is wall time on a shared
+    GPU: compiles overlapped, timing held the GPU alone)."""
+    counts: dict[int, int] = {}
+    for o in searched:
+        if o.final:
+            counts[o.final.ops_at_once] = counts.get(o.final.ops_at_once, 0) + 1
+    if not any(k > 1 for k in counts):
+        return []
+    parts = ", ".join(f"{n} operator{'s' if n != 1 else ''} {k} at a time" for k, n in sorted(counts.items()))
+    return [f"GPU sharing: {parts}. Searches sharing the GPU compiled in parallel and took its lock to "
+            "check and, alone, to time; their GPU s is the wall time of each search (the budget), part "
+            "of it spent waiting for the lock.", ""]
+
+
 def render_markdown(operators: list[Operator], unknown: list[str], campaign: str, command: str,
                     paths: Paths) -> str:
     """The whole report as Markdown text."""
@@ -605,7 +632,9 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
     lines += markdown_table(HEADLINE_HEADER, [headline_cells(headline(operators, m)) for m in methods] +
                             [tritonforge_cells()])
     lines += ["", "TritonForge's row is copied from its paper and was measured on an H100, not this GPU; "
-              "compare the shapes of the numbers, not the digits.", "",
+              "compare the shapes of the numbers, not the digits.", ""]
+    lines += sharing_lines(searched)
+    lines += [
               "## Definitions", "", DEFINITIONS, "",
               "## Coverage", ""] + coverage_lines(operators, unknown)
     lines += ["", "## By source length (TritonForge's quartiles of `output_triton_len`)", ""]

@@ -57,3 +57,12 @@ def noisy(x, y, alpha):
     out = fake_empty(x.shape, x.dtype)
     out[...] = x + np.float32(np.random.rand())
     return out
+
+
+def padded(x, y, alpha):
+    """An original that leaves its output's last two elements as the allocator gave them (padding, as
+    TritonBench-G's attention_fwd_triton2 leaves 32 of 128 columns). PAD: the elements left unwritten."""
+    out = fake_empty(x.shape, x.dtype)
+    PAD = 2
+    out[:x.size - PAD] = alpha * x[:x.size - PAD] + y[:x.size - PAD]
+    return out
