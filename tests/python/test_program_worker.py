@@ -41,6 +41,8 @@ def test_correct_variant_is_ok_and_timed(worker):
     assert m["time.repeats.shape2"] == len(out["times_ms"])
     assert m["kernels.count.shape2"] == 1
     assert m["time.kernels_ms.shape2"] == pytest.approx(0.008)  # the fake kernel reports 1 us per warp
+    assert {"setup.worker_start_s", "setup.inputs_s", "setup.reference_s"} <= m.keys()  # the setup's account
+    assert not any(k.startswith("setup.") for k in worker.evaluate(request(0))["metrics"])  # ... once
 
 
 def test_metrics_of_the_launched_kernels(worker):

@@ -94,6 +94,7 @@ from kforge.triton import line_protocol, program_devices, source_ops  # noqa: E4
 from kforge.triton.line_protocol import BadRequest, request_id  # noqa: E402
 
 PROTOCOL = 1
+_STARTED = time.perf_counter()  # the worker's start (after Python's own), for the setup's account
 DEFAULT_TIMING = {"warmup": 3, "min_repeats": 15, "max_repeats": 200, "target_rel_ci": 0.01,
                   "max_seconds": 3.0, "flush_l2": True}
 # |out - ref| <= abs + rel |ref| (docs/kernel.md's defaults); integers and bools compare exactly.
@@ -415,6 +416,9 @@ class Worker:
         self.inputs_key = None
         self.shapes: list[Shape] = []
         self.reference_key = None
+        # Where the setup's time went (worker start, inputs, reference), reported in the metrics of the
+        # first answer after it ran: seconds a wall budget that includes setup does not search.
+        self.setup_account: dict = {"setup.worker_start_s": time.perf_counter() - _STARTED}
         info = device.describe()
         self.lock = DeviceLock(info.get("pci_bus_id") or f"{info['name']}-{device.index}")
 
@@ -452,6 +456,7 @@ class Worker:
         inputs = req["inputs"]
         key = (inputs["file"], inputs["function"], req["seed"], _mtime(inputs["file"]))
         if key != self.inputs_key:
+            t0 = time.perf_counter()
             self.inputs_key, self.reference_key, self.shapes = None, None, []
             self.device.seed(req["seed"])
             try:
@@ -473,10 +478,12 @@ class Worker:
             if not self.shapes:
                 raise VariantFailure("launch_failed", "the inputs function returned no calls")
             self.inputs_key = key
+            self.setup_account["setup.inputs_s"] = time.perf_counter() - t0
         rkey = (req["program"], req.get("end_marker"), req["call"], json.dumps(req.get("adapter")),
                 _mtime(req["program"]), key)
         if rkey == self.reference_key:
             return
+        t1 = time.perf_counter()
         try:
             module = self._import(req, [])
             wrapper = self._bind(req, module)
@@ -492,6 +499,7 @@ class Worker:
                 raise VariantFailure("crashed" if fatal else "launch_failed",
                                      f"the original program fails on shape {i}:\n" + _failure_text(e), fatal)
         self.reference_key = rkey
+        self.setup_account["setup.reference_s"] = time.perf_counter() - t1
 
     def _reference(self, shape: Shape, wrapper, tolerances: dict) -> None:
         dev = self.device
@@ -615,6 +623,8 @@ class Worker:
         try:
             with self.lock.hold(exclusive=False):
                 self._setup(req, tolerances)
+            out["metrics"].update(self.setup_account)
+            self.setup_account = {}
             n = len(self.shapes)
             timed = []
             for t in req.get("time_shapes", [-1]):
@@ -785,6 +795,30 @@ def knobs_as_parameters(source: str) -> list[dict]:
     return params
 
 
+def visible_gpus() -> int:
+    """The GPUs a worker would see (CUDA_VISIBLE_DEVICES applies), 0 without torch. Asks the driver
+    (libcuda's cuDeviceGetCount, ~0.1 s) rather than importing torch (seconds, and the count runs before
+    every program evaluator starts, inside a wall budget that includes setup); torch only where the
+    driver library cannot be loaded."""
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        return 0
+    try:
+        import ctypes
+        cuda = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(0)
+        if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+        return count.value
+    except OSError:
+        pass
+    try:
+        import torch
+        return torch.cuda.device_count()
+    except Exception:
+        return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", type=int, default=0)
@@ -802,11 +836,7 @@ def main(argv=None) -> int:
         if a.fake:
             print(1)
             return 0
-        try:
-            import torch
-            print(torch.cuda.device_count())
-        except Exception:
-            print(0)
+        print(visible_gpus())
         return 0
     out = line_protocol.claim_stdout()
     os.makedirs(a.cache, exist_ok=True)
