@@ -412,7 +412,8 @@ void register_cuda_evaluator() {
             optional_option(
                 "python", option_type::string,
                 "the Python with triton for Triton kernels (default: $KFORGE_PYTHON, <repo>/.venv, python3)"),
-            string_option("arch", "sm_90", "the architecture compiled for"),
+            string_option("arch", "sm_90",
+                          "the architecture compiled for (a kernel description's own `arch` overrides it)"),
             optional_option("cache_dir", option_type::string,
                             "compile cache (default ~/.cache/kforge or $KFORGE_CACHE)"),
             optional_option("worker", option_type::string,

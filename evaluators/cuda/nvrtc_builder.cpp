@@ -167,12 +167,16 @@ class nvrtc_builder final : public builder {
   nlohmann::json describe() const override {
     return {{"builder", "nvrtc"},
             {"nvrtc", compiler::nvrtc_version()},
-            {"arch", opt_.arch},
+            {"arch", arch()},
             {"compile_threads", opt_.threads},
             {"cache_dir", opt_.cache_dir.string()}};
   }
 
  private:
+  // The architecture compiled for: the kernel's own (kernel_spec::arch, e.g. sm_90a for wgmma) over the
+  // evaluator's option.
+  const std::string& arch() const { return spec_->arch.empty() ? opt_.arch : spec_->arch; }
+
   // A compile request for a rendered variant: the kernel's include folders searched by NVRTC, and every
   // header the source includes passed by content, so that the cache key covers them.
   compile_request request_for(rendered_variant v, const std::string& file) const {
@@ -182,7 +186,7 @@ class nvrtc_builder final : public builder {
     for (const auto& d : spec_->include_dirs)
       cr.options.push_back("-I" + d.string());
     cr.name_expressions = {v.entry};
-    cr.arch = opt_.arch;
+    cr.arch = arch();
     cr.headers = collect_headers(v.source, std::filesystem::path(file).parent_path(), spec_->include_dirs);
     cr.source = std::move(v.source);
     return cr;

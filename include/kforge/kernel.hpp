@@ -97,6 +97,10 @@ struct kernel_spec {
   /// Triton: constexpr parameters of the entry that are not tuned, as expressions of the shape.
   std::vector<std::pair<std::string, expression>> constexprs;
   std::vector<std::string> compiler_options;
+  /// The architecture every variant and the reference are compiled for (e.g. "sm_90a", which wgmma and
+  /// setmaxnreg need; its CUBINs load only on devices of that compute capability). Empty: the
+  /// evaluator's (the cuda evaluator's option `arch`, default sm_90). CUDA kernels only.
+  std::string arch;
   search_space space;          ///< the kernel's own parameters first, then every transform instance's
   std::size_t own_params = 0;  ///< how many of the space's parameters are the kernel's own (#defined)
   std::vector<transform_instance> transforms;  ///< applied in this order when a variant is rendered

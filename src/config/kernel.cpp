@@ -283,7 +283,7 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   check_keys(doc, node, kp,
              {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints",
               "arguments", "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline",
-              "transforms", "include_dirs", "language", "constexprs"});
+              "transforms", "include_dirs", "language", "constexprs", "arch"});
   kernel_spec k;
   k.base_dir = doc.base_dir;
   auto req = [&](const char* key) -> const json& {
@@ -325,6 +325,16 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     if (!inj.is_string() || (inj != "defines" && inj != "template"))
       doc.at(join_key(kp, "injection")).fail("expected defines or template");
     k.injection = inj.get<std::string>();
+  }
+  if (const auto& arch = child(node, "arch"); !arch.is_null()) {
+    // A real architecture, optionally architecture-specific (sm_90a) or family-specific (sm_100f).
+    static const std::regex real_arch(R"(sm_[0-9]+[af]?)");
+    if (!arch.is_string() || !std::regex_match(arch.get<std::string>(), real_arch))
+      doc.at(join_key(kp, "arch")).fail("expected a real architecture such as sm_90 or sm_90a");
+    if (k.language == "triton")
+      doc.at(join_key(kp, "arch"))
+          .fail("a Triton kernel's target is the evaluator's (Triton picks sm_90a itself)");
+    k.arch = arch.get<std::string>();
   }
   if (const auto& opts = child(node, "compiler_options"); !opts.is_null()) {
     if (!opts.is_array()) doc.at(join_key(kp, "compiler_options")).fail("expected a list of NVRTC options");

@@ -121,5 +121,64 @@ TEST(cuda_evaluator_fake, a_variant_whose_worker_dies_unannounced_is_retried_onc
   EXPECT_GE(retried, 1);
 }
 
+TEST(cuda_evaluator_fake, a_descriptions_arch_overrides_the_evaluators) {
+  register_builtins();
+  test::temp_dir tmp;
+  // A kernel that compiles only for sm_90a (as gemm_bf16's wgmma alternative): with `arch: sm_90a` in its
+  // description every variant and the reference compile although the evaluator's arch is sm_90; the run
+  // records the architecture actually compiled for.
+  test::write_file(tmp.path() / "a.cu", R"CUDA(
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "needs sm_90a"
+#endif
+extern "C" __global__ void k(float* y, long long n) { long long i = blockIdx.x * (long long)B + threadIdx.x; if (i < n) y[i] = 1.0f; }
+)CUDA");
+  test::write_file(tmp.path() / "kernel.yaml", R"YAML(
+name: arch_a
+source: a.cu
+entry: k
+arch: sm_90a
+parameters:
+  - {name: B, values: [64, 128], default: 64}
+arguments:
+  - {name: y, buffer: f32, size: n, role: out}
+  - {name: n, scalar: i64, value: n}
+grid: ["(n + B - 1) // B"]
+block: [B]
+shapes:
+  time: [{n: 4096}]
+)YAML");
+  const std::string worker = std::filesystem::path(KFORGE_CLI).parent_path() / "kforge-worker";
+  const auto cfg = test::write_file(
+      tmp.path() / "e.yaml",
+      "problem: {kernel: kernel.yaml}\nstrategy: brute_force\nevaluator: {type: cuda, params: {worker: " +
+          worker + ", worker_args: [--fake], devices: [0], arch: sm_90, profile: false, cache_dir: " +
+          (tmp.path() / "cache").string() + "}}\noutput: " + (tmp.path() / "run").string() + "\n");
+  const auto spec = load_experiment(cfg.string());
+  EXPECT_EQ(spec.prob.kernel_desc->arch, "sm_90a");
+  const auto res = run_experiment(spec, {});
+  ASSERT_EQ(res.history.size(), 2u);
+  for (const auto& t : res.history.trials())
+    EXPECT_EQ(t.st, status::ok) << t.error;
+  EXPECT_EQ(run_store(tmp.path() / "run").meta("evaluator").value("arch", ""), "sm_90a");
+
+  // Not a real architecture, or a Triton kernel: configuration errors naming the key.
+  auto fails = [&](const std::string& yaml, const std::string& part) {
+    test::write_file(tmp.path() / "bad.yaml", yaml);
+    try {
+      load_kernel_spec((tmp.path() / "bad.yaml").string());
+      ADD_FAILURE() << "accepted:\n" << yaml;
+    } catch (const config_error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  const std::string rest =
+      "arguments: [{name: y, buffer: f32, size: 4, role: out}]\ngrid: [1]\nshapes: {time: [{n: 1}]}\n";
+  fails("source: a.cu\nentry: k\narch: compute_90a\nblock: [1]\n" + rest, "expected a real architecture");
+  fails("source: a.cu\nentry: k\narch: 90\nblock: [1]\n" + rest, "expected a real architecture");
+  test::write_file(tmp.path() / "t.py", "import triton\n");
+  fails("source: t.py\nentry: k\nlanguage: triton\narch: sm_90a\n" + rest, "Triton");
+}
+
 }  // namespace
 }  // namespace kf

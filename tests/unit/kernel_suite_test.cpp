@@ -4,9 +4,9 @@
 // checks that every site annotation is well-formed); its roofline bounds evaluate on the time shape; the
 // baseline, the reference and seeded random valid configurations render (every transform applies: the
 // descriptions' constraints exclude the combinations that would not), resolve their launches on every
-// shape, compile with NVRTC for sm_90 and fit on an H200 by the static occupancy rules (at least one block
-// per SM on every shape). Compilations run on a two-thread compile pool with an on-disk cache in a
-// temporary directory; each kernel prints its timing.
+// shape, compile with NVRTC for sm_90 (or the description's own `arch`, e.g. sm_90a) and fit on an H200 by
+// the static occupancy rules (at least one block per SM on every shape). Compilations run on a two-thread
+// compile pool with an on-disk cache in a temporary directory; each kernel prints its timing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -151,7 +151,7 @@ TEST_P(kernel_suite, loads_renders_and_compiles_for_sm_90) {
     j.request.name = file;
     j.request.options = v.options;
     j.request.name_expressions = {v.entry};
-    j.request.arch = "sm_90";
+    j.request.arch = k.arch.empty() ? "sm_90" : k.arch;
     j.check = [what, plans](const compile_result& res) {
       const auto& m = res.kernels.front().metrics;
       if (m.spill_stores_bytes > 0)  // allowed (a slow variant, not a wrong one): reported
@@ -176,7 +176,7 @@ TEST_P(kernel_suite, loads_renders_and_compiles_for_sm_90) {
     j.request.options = k.compiler_options;
     j.request.options.insert(j.request.options.end(), k.reference.options.begin(), k.reference.options.end());
     j.request.name_expressions = {k.reference.entry};
-    j.request.arch = "sm_90";
+    j.request.arch = k.arch.empty() ? "sm_90" : k.arch;
     jobs.push_back(std::move(j));
   }
   compile_all(jobs);

@@ -750,6 +750,40 @@ TEST(transform_golden, tensor_core_refuses_malformed_groups) {
                 group("#if 0\nx = 1;\n#endif\n", "#if 1 // mma\nx = 2;\n#if FOO\ny();\n#endif\n#endif\n\n"));
 }
 
+TEST(transform_golden, tensor_core_switches_three_alternatives_in_every_group) {
+  // The shape of experiments/kernels/gemm_bf16: a file-scope group and a body group with scalar, mma and
+  // wgmma; wgmma's groups hold nested #if / #elif / #else / #error, which stay as they are.
+  auto source = [](char s, char m, char w) {
+    return std::string("//@kf tensor_core gemm begin=scalar\n#if ") + s +
+           "\n#define THREADS 256\n#endif\n"
+           "//@kf tensor_core gemm begin=mma\n#if " +
+           m +
+           "\n#define THREADS 128\n#endif\n"
+           "//@kf tensor_core gemm begin=wgmma\n#if " +
+           w +
+           "\n#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
+           "#error \"needs sm_90a\"\n#endif\n"
+           "#define THREADS 384\n#if N == 64\n#define MMA mma64\n#elif N == 128\n#define MMA mma128\n"
+           "#else\n#error \"N\"\n#endif\n#endif\n"
+           "//@kf tensor_core gemm end\n"
+           "__global__ void k(float* c) {\n"
+           "//@kf tensor_core gemm begin=scalar\n#if " +
+           s +
+           "\n  c[0] = 1;\n#endif\n"
+           "//@kf tensor_core gemm begin=mma\n#if " +
+           m +
+           "\n  c[0] = 2;\n#endif\n"
+           "//@kf tensor_core gemm begin=wgmma\n#if " +
+           w + "\n  c[0] = 3;\n#endif\n//@kf tensor_core gemm end\n}\n";
+  };
+  const auto t = make("tensor_core", "gemm", {{"choices", {"scalar", "mma", "wgmma"}}});
+  const auto src = source('1', '0', '0');
+  EXPECT_EQ(ok(run(t, src, "scalar")), src);
+  EXPECT_EQ(ok(run(t, src, "mma")), source('0', '1', '0'));
+  EXPECT_EQ(ok(run(t, src, "wgmma")), source('0', '0', '1'));
+  EXPECT_TRUE(contains(err(run(t, src, "wmma"), "tensor_core", "gemm"), "offers scalar, mma, wgmma"));
+}
+
 // --- Annotations -------------------------------------------------------------------------------------------
 
 TEST(transform_golden, annotation_parsing_edge_cases) {

@@ -556,6 +556,17 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
                                           std::to_string(job.candidate.shared_bytes) +
                                           " bytes: " + describe(r));
       }
+      // The reference runs with the default configuration's geometry, whose dynamic shared memory may
+      // also be above the 48 KiB a launch gets without opting in.
+      if (job.reference && v.reference && job.reference->shared_bytes > 48 * 1024) {
+        const CUresult r =
+            driver().cuFuncSetAttribute_(v.reference, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(job.reference->shared_bytes));
+        if (r != CUDA_SUCCESS)
+          fail(status::launch_failed, "the reference's dynamic shared memory of " +
+                                          std::to_string(job.reference->shared_bytes) +
+                                          " bytes: " + describe(r));
+      }
       shape_run run(*this, job);
       const auto tc = clock_type::now();
       const double deadline = check_shape(req, v, run, si, resp);
