@@ -155,6 +155,7 @@ class program_evaluator final : public async_evaluator {
 
   void submit(std::vector<evaluation_request> requests) override {
     if (auto f = runner_->failure(); !f.empty()) throw error(f);
+    throw_if_the_original_failed();
     for (auto& r : requests) {
       json m = base_;
       m["id"] = r.sequence;
@@ -177,7 +178,11 @@ class program_evaluator final : public async_evaluator {
       std::unique_lock lk(mu_);
       if (wait) cv_.wait(lk, [&] { return !done_.empty() || jobs_.empty() || runner_failed_; });
       out.swap(done_);
-      if (!out.empty() || !runner_failed_) return out;
+      if (!out.empty()) return out;  // the trials first (a failed original's among them), then the error
+      if (!original_failure_.empty())
+        throw error("the original program cannot serve as the reference, so no variant can be checked: " +
+                    original_failure_);
+      if (!runner_failed_) return out;
     }
     throw error(runner_->failure());
   }
@@ -217,6 +222,10 @@ class program_evaluator final : public async_evaluator {
       t.error = o.error;
     } else {
       read_answer(o.answer, t);
+      // A worker whose setup failed (the original does not run, or does not reproduce itself) fails
+      // every variant the same way: the run stops after recording the trials that came back.
+      if (o.answer.value("original_failed", false) && original_failure_.empty())
+        original_failure_ = t.error.empty() ? "(no message)" : t.error;
       t.cost.framework =
           std::max(0.0, o.on_worker_s - t.cost.compile - t.cost.check - t.cost.benchmark - t.cost.profile);
       t.metrics["kforge.queue_s"] = o.queue_s;
@@ -259,6 +268,13 @@ class program_evaluator final : public async_evaluator {
     if (a.value("notes", std::string()) != "") t.metrics.emplace("note.kernel_activity_unavailable", 1.0);
   }
 
+  void throw_if_the_original_failed() {
+    std::lock_guard lk(mu_);
+    if (!original_failure_.empty())
+      throw error("the original program cannot serve as the reference, so no variant can be checked: " +
+                  original_failure_);
+  }
+
   void on_runner_failure() {
     std::lock_guard lk(mu_);
     runner_failed_ = true;
@@ -277,6 +293,7 @@ class program_evaluator final : public async_evaluator {
   std::map<std::uint64_t, trial> jobs_;  // by sequence: queued or running
   std::vector<trial> done_;
   bool runner_failed_ = false;
+  std::string original_failure_;  // the first answer with original_failed: the run stops
 };
 
 }  // namespace

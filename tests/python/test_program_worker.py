@@ -213,3 +213,4 @@ def test_an_original_that_does_not_reproduce_itself_is_said_so(worker):
     out = worker.evaluate(request(call="noisy"))
     assert out["status"] == "launch_failed"
     assert "not reproducible" in out["error"] and "candidates cannot be checked" in out["error"]
+    assert out["original_failed"] and "original_failed" not in worker.evaluate(request(0))

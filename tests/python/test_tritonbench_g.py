@@ -122,6 +122,11 @@ def test_importer_writes_experiments_and_an_index(data, tmp_path):
 def test_harness_never_runs_the_test_block_and_binds_a_variant(data):
     h = harness.operator(str(data), "toy")
     assert [len(s[0][0]) for s in h.shapes("spread:3")] == [16, 64, 256]
+    # A search worker keeps only the sizes it uses; a later selection makes the inputs again.
+    assert [len(s[0][0]) for s in h.shapes("0,-1", release_others=True)] == [16, 256]
+    assert [x is None for x in h.inputs] == [False, True, True, True, False]
+    assert h.perf.input_tensors[1] is None
+    assert [len(s[0][0]) for s in h.shapes("all")] == [16, 32, 64, 128, 256]
     assert set(h.imported) == {"toy_add"}
     variant = types.SimpleNamespace(toy_add=lambda x, y: "variant")
     call = h.bind(variant)

@@ -187,7 +187,7 @@ def test_why_not_improved_classes(campaign):
     message = "the original program is not reproducible: two calls on the same inputs differ (...)"
     wrong.trials["kforge"] = [{**trial(i, {"BLOCK": 32 << i}, None, i, "launch_failed"), "error": message}
                               for i in range(3)]
-    assert report.why_not_improved(wrong, report.outcome(wrong, "kforge")) == "not_reproducible"
+    assert report.why_not_improved(wrong, report.outcome(wrong, "kforge")) == "original_failed"
 
 
 def run_main(campaign_and_data, out):

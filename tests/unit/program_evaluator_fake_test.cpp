@@ -4,6 +4,9 @@
 // with the right status, and workers that die, hang or report a broken device must come back.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/store.hpp"
@@ -132,6 +135,33 @@ TEST(program_evaluator_fake, an_adapter_binds_the_callable) {
     const auto mode = load_experiment(cfg.string()).prob.space.value_of(t.cfg, 0).as_int();
     EXPECT_EQ(t.st, mode == 0 ? status::ok : status::wrong_result) << t.error;
   }
+}
+
+// An original that does not reproduce itself (fake_ops.py's `noisy`) fails every variant the same way:
+// the run records the trials that came back and stops with the reason, instead of spending its budget.
+TEST(program_evaluator_fake, a_failed_original_stops_the_run_with_its_reason) {
+  std::string why;
+  const auto python = test::python_with("numpy", why);
+  if (!python) GTEST_SKIP() << why;
+  register_builtins();
+  test::temp_dir tmp;
+  const auto first = write_experiment(
+      tmp, *python, "  parameters:\n    - {name: num_warps, values: [1, 2, 4, 8, 16], knob: {launch: axpy}}\n",
+      ", devices: [0]");
+  std::ifstream in(first);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("call: axpy"), 10, "call: noisy");
+  const auto cfg = test::write_file(tmp.path() / "noisy.yaml", text);
+  try {
+    run_experiment(load_experiment(cfg.string()), {});
+    FAIL() << "the run went on";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot serve as the reference"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not reproducible"), std::string::npos) << e.what();
+  }
+  run_store st(tmp.path() / "run");
+  EXPECT_GE(st.trial_count(), 1u);
+  EXPECT_LT(st.trial_count(), 5u);
 }
 
 TEST(program_problem, config_errors_name_the_key) {

@@ -23,7 +23,9 @@ line on stdout (flushed; fd 1 points to stderr otherwise, so a program's prints 
 "profile_calls": 5}``
 
 -> ``{"id": N, "status": "ok", "error": "", "times_ms": [...], "metrics": {...}, "compile_s": ...,
-"check_s": ..., "benchmark_s": ..., "profile_s": ..., "fatal": false, "notes": ""}``
+"check_s": ..., "benchmark_s": ..., "profile_s": ..., "fatal": false, "notes": ""}``, and
+``"original_failed": true`` where the inputs or the original failed in the setup (every variant would
+fail the same way: the program evaluator stops the run)
 
 What an evaluation does:
 
@@ -678,6 +680,8 @@ class Worker:
                 out["profile_s"] = time.perf_counter() - t3
         except VariantFailure as e:
             out.update(status=e.status, error=e.message, fatal=e.fatal, times_ms=[])
+            if stage == "setup":  # the inputs or the original failed: every variant would fail so
+                out["original_failed"] = True
         except BadRequest:
             raise
         except Exception as e:

@@ -27,6 +27,7 @@ Contract:
 from __future__ import annotations
 
 import functools
+import gc
 import importlib.util
 import os
 import sys
@@ -118,8 +119,25 @@ class Operator:
     def selected(self, selection: str) -> list[int]:
         return parse_selection(selection, len(self.inputs))
 
-    def shapes(self, selection: str = "all") -> list[tuple]:
-        return [(self.perf.to_cuda(self.inputs[i]),) for i in self.selected(selection)]
+    def shapes(self, selection: str = "all", release_others: bool = False) -> list[tuple]:
+        """The selected sizes' calls. ``release_others``: the harness made every size's inputs (often on the
+        GPU); the other sizes' are dropped, so a search worker holds only what it checks and times (two
+        workers per GPU holding all ten sizes of attention_fwd_triton1 ran the H200 out of memory); a later
+        selection of a released size makes the harness's inputs again (from the RNG's state then: the
+        program worker seeds before each inputs function)."""
+        chosen = self.selected(selection)
+        if any(self.inputs[i] is None for i in chosen):  # released earlier: the harness makes them again
+            self.perf.get_input_tensors()
+            self.inputs = list(self.perf.input_tensors)
+        calls = [(self.perf.to_cuda(self.inputs[i]),) for i in chosen]
+        if release_others:
+            self.inputs = [x if i in chosen else None for i, x in enumerate(self.inputs)]
+            self.perf.input_tensors = list(self.inputs)
+            gc.collect()
+            torch = sys.modules.get("torch")
+            if torch is not None and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        return calls
 
     def bind(self, module):
         """``call(input)``: the harness's ``call_op`` on the variant ``module``."""

@@ -45,8 +45,8 @@ AT_BOUND_GBPS = 0.80                      # the original reaches this fraction o
 AT_BOUND_TFLOPS = 0.60                    # ... or this fraction of the nominal dense fp16 peak
 NO_EFFECT_SPAN = 1.05                     # the ok trials' slowest / fastest below this: knobs without effect
 LATE_FRACTION = 0.75                      # the best trial after this fraction of the search's clock: too short
-NOT_REPRODUCIBLE = "the original program is not reproducible"  # the program worker's message
-WHY_CLASSES = ("not_reproducible", "wrong", "no_knob", "at_bound", "knobs_without_effect", "search_too_short", "other")
+ORIGINAL_FAILED = ("the original program", "the inputs function failed")  # the program worker's setup failures
+WHY_CLASSES = ("original_failed", "wrong", "no_knob", "at_bound", "knobs_without_effect", "search_too_short", "other")
 
 # TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
 BUCKET_EDGES = (801, 1711, 2493)
@@ -368,8 +368,9 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     """The class of a runnable, searched operator whose kforge candidate is not a success (None otherwise),
     the first that applies in WHY_CLASSES' order:
 
-    - ``not_reproducible``: every kforge trial failed because the original does not reproduce itself
-      (a race or nondeterminism beyond the tolerances): nothing can be checked against it;
+    - ``original_failed``: every kforge trial failed in the worker's setup: the original does not run at
+      the search's sizes, or does not reproduce itself (a race, reads of memory it does not own):
+      nothing can be checked against it;
     - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size;
     - ``no_knob``: at most one distinct configuration tried (from kforge.jsonl; without it, final.json's
       trial count, and an operator with neither counts zero);
@@ -381,8 +382,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     if not (operator.runnable and operator.searched) or kforge.success:
         return None
     trials = operator.trials["kforge"]
-    if trials and all(NOT_REPRODUCIBLE in (t.get("error") or "") for t in trials):
-        return "not_reproducible"
+    if trials and all((t.get("error") or "").startswith(ORIGINAL_FAILED) for t in trials):
+        return "original_failed"
     if kforge.present and kforge.speedup is None:
         return "wrong"
     tried = distinct_configurations(trials) if trials is not None else (kforge.trials or 0)
@@ -565,8 +566,8 @@ DEFINITIONS = f"""\
   rounds per operator. Its share of all 184 is derived from those figures; it has no geomean or GPU-seconds figure."""
 
 WHY_TEXT = {
-    "not_reproducible": "the original does not reproduce itself on the same inputs (within the tolerances): "
-                        "no candidate can be checked",
+    "original_failed": "the original failed in the search worker's setup (it does not run at the search's "
+                       "sizes, or does not reproduce itself on the same inputs): no candidate can be checked",
     "wrong": "kforge's best candidate was incorrect (or failed) at the harness sizes",
     "no_knob": "at most one distinct configuration was tried",
     "at_bound": f"the original's best size already reaches {AT_BOUND_GBPS:.0%} of the copy bandwidth "
