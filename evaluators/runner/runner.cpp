@@ -88,7 +88,8 @@ struct runner::impl {
   std::thread thread;
 
   // -- process management ----------------------------------------------------------------------
-  bool start(worker_slot& w);
+  bool start(worker_slot& w) { return spawn(w) && greet(w); }
+  bool spawn(worker_slot& w);  // the process, without waiting for it
   void stop_process(worker_slot& w, bool kill_it);
   bool greet(worker_slot& w);
   void restart(worker_slot& w);
@@ -103,7 +104,7 @@ struct runner::impl {
   void notify() { (void)!::write(wake[1], "x", 1); }
 };
 
-bool runner::impl::start(worker_slot& w) {
+bool runner::impl::spawn(worker_slot& w) {
   int in[2], out[2];
   if (::pipe(in) != 0) {
     w.broken = true, w.broken_reason = std::string("pipe: ") + std::strerror(errno);
@@ -153,7 +154,7 @@ bool runner::impl::start(worker_slot& w) {
   w.from_worker = out[0];
   w.inbox.clear();
   w.busy = false;
-  return greet(w);
+  return true;
 }
 
 bool runner::impl::greet(worker_slot& w) {
@@ -392,10 +393,14 @@ runner::runner(runner_options o, callbacks cb) : impl_(std::make_unique<impl>())
       w.log = m.opt.log_dir / ("worker-gpu" + std::to_string(d) + "-" + std::to_string(slot) + ".log");
       m.slots.push_back(std::move(w));
     }
+  // Every process first, then the greetings: the workers' start-up (a Python worker imports torch and
+  // Triton, seconds) runs in parallel, not one after the other.
+  for (auto& w : m.slots)
+    m.spawn(w);
   std::string failures;
   std::size_t started = 0;
   for (auto& w : m.slots) {
-    if (m.start(w))
+    if (!w.broken && m.greet(w))
       ++started;
     else
       failures += "\n  GPU " + std::to_string(w.device) + ": " + w.broken_reason;

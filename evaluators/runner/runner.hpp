@@ -66,8 +66,8 @@ class runner {
     std::function<void(run_outcome)> on_outcome;  ///< every submitted job ends in exactly one outcome
     std::function<void()> on_failure;             ///< every worker is broken: see failure()
   };
-  /// Starts every worker and waits for its greeting. Throws kf::error when none starts (the reasons of
-  /// each); a worker that does not start is left out and reported by describe().
+  /// Starts every worker (all processes at once) and waits for each greeting. Throws kf::error when none
+  /// starts (the reasons of each); a worker that does not start is left out and reported by describe().
   runner(runner_options o, callbacks cb);
   ~runner();
   runner(const runner&) = delete;

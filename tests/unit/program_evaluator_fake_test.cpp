@@ -146,7 +146,8 @@ TEST(program_evaluator_fake, a_failed_original_stops_the_run_with_its_reason) {
   register_builtins();
   test::temp_dir tmp;
   const auto first = write_experiment(
-      tmp, *python, "  parameters:\n    - {name: num_warps, values: [1, 2, 4, 8, 16], knob: {launch: axpy}}\n",
+      tmp, *python,
+      "  parameters:\n    - {name: num_warps, values: [1, 2, 4, 8, 16], knob: {launch: axpy}}\n",
       ", devices: [0]");
   std::ifstream in(first);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
