@@ -62,6 +62,13 @@ const std::vector<std::string>& deep_metrics() {
   return m;
 }
 
+std::filesystem::path cuda_cache_dir() {
+  if (const char* e = std::getenv("KFORGE_CACHE"); e && *e) return e;
+  if (const char* h = std::getenv("XDG_CACHE_HOME"); h && *h) return std::filesystem::path(h) / "kforge";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "kforge";
+  return std::filesystem::temp_directory_path() / "kforge-cache";
+}
+
 namespace {
 using json = nlohmann::json;
 using clock_type = std::chrono::steady_clock;
@@ -75,13 +82,6 @@ std::filesystem::path default_worker_path() {
     return std::filesystem::path(buf).parent_path() / "kforge-worker";
   }
   return "kforge-worker";
-}
-
-std::filesystem::path default_cache_dir() {
-  if (const char* e = std::getenv("KFORGE_CACHE"); e && *e) return e;
-  if (const char* h = std::getenv("XDG_CACHE_HOME"); h && *h) return std::filesystem::path(h) / "kforge";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "kforge";
-  return std::filesystem::temp_directory_path() / "kforge-cache";
 }
 
 // The repository's python/ folder (kforge.triton's compile server): $KFORGE_SOURCE_DIR/python, else the
@@ -126,7 +126,7 @@ struct cuda_options {
     cuda_options c;
     c.build.cache_dir = o.has("cache_dir")
                             ? std::filesystem::path(resolve_path(o.string("cache_dir"), ctx.base_dir))
-                            : default_cache_dir();
+                            : cuda_cache_dir();
     c.build.arch = o.string("arch");
     c.build.threads = static_cast<std::size_t>(o.integer("compile_threads") > 0
                                                    ? o.integer("compile_threads")

@@ -14,6 +14,7 @@
 #include "evaluators/cuda/builder.hpp"
 #include "kforge/document.hpp"
 #include "kforge/error.hpp"
+#include "kforge/evaluators/cuda.hpp"
 
 namespace kf {
 
@@ -54,6 +55,20 @@ std::vector<gpu::shape_job> launch_jobs(const kernel_spec& k, const config& c, s
   for (const auto& s : k.time_shapes)
     add(s, true);
   return out;
+}
+
+compile_request variant_compile_request(const kernel_spec& k, rendered_variant v, const std::string& file,
+                                        const std::string& arch) {
+  compile_request cr;
+  cr.name = std::filesystem::path(file).filename().string();
+  cr.options = std::move(v.options);
+  for (const auto& d : k.include_dirs)
+    cr.options.push_back("-I" + d.string());
+  cr.name_expressions = {v.entry};
+  cr.arch = k.arch.empty() ? arch : k.arch;
+  cr.headers = collect_headers(v.source, std::filesystem::path(file).parent_path(), k.include_dirs);
+  cr.source = std::move(v.source);
+  return cr;
 }
 
 std::map<std::string, std::string> collect_headers(const std::string& source,
@@ -180,16 +195,7 @@ class nvrtc_builder final : public builder {
   // A compile request for a rendered variant: the kernel's include folders searched by NVRTC, and every
   // header the source includes passed by content, so that the cache key covers them.
   compile_request request_for(rendered_variant v, const std::string& file) const {
-    compile_request cr;
-    cr.name = std::filesystem::path(file).filename().string();
-    cr.options = std::move(v.options);
-    for (const auto& d : spec_->include_dirs)
-      cr.options.push_back("-I" + d.string());
-    cr.name_expressions = {v.entry};
-    cr.arch = arch();
-    cr.headers = collect_headers(v.source, std::filesystem::path(file).parent_path(), spec_->include_dirs);
-    cr.source = std::move(v.source);
-    return cr;
+    return variant_compile_request(*spec_, std::move(v), file, opt_.arch);
   }
 
   void build_reference() {

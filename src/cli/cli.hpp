@@ -18,6 +18,7 @@ int cmd_report(const std::vector<std::string>& args);
 int cmd_plugins(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
 int cmd_compare(const std::vector<std::string>& args);
+int cmd_render(const std::vector<std::string>& args);
 
 /// The value of a command-line option that takes a whole number: decimal digits only (no sign: "-1" is
 /// refused, not wrapped around), from `min` to `max`; else a config_error naming the option (exit 2).

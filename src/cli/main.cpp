@@ -22,6 +22,7 @@ const char* usage =
     "  runs [FOLDER]    the runs in FOLDER (default runs/): name, strategy, seed, trials, best, end\n"
     "  compare RUN...   runs side by side as a Markdown table (best, time to 95% of best, statuses)\n"
     "  plugins          registered strategies, evaluators and transforms with their options\n"
+    "  render KERNEL    one configuration of a CUDA kernel as compiled and launched: source, CUBIN, launch\n"
     "\n"
     "`kforge <command> --help` (or `kforge help <command>`) describes a command's options.\n"
     "Every command takes `--plugin FILE.so` (repeatable): load a shared-library plug-in first "
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
     if (cmd == "plugins") return kf::cli::cmd_plugins(args);
     if (cmd == "runs") return kf::cli::cmd_runs(args);
     if (cmd == "compare") return kf::cli::cmd_compare(args);
+    if (cmd == "render") return kf::cli::cmd_render(args);
     std::cerr << "kforge: unknown command '" << cmd << "'\n\n" << usage;
     return 2;
   } catch (const kf::config_error& e) {

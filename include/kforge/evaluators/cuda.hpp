@@ -12,7 +12,12 @@
 // Options: see register_cuda_evaluator() or `kforge plugins`.
 #pragma once
 
+#include <filesystem>
+#include <string>
+
 #include "kforge/evaluator.hpp"
+#include "kforge/evaluators/compile.hpp"
+#include "kforge/kernel.hpp"
 
 namespace kf {
 
@@ -23,5 +28,18 @@ void register_cuda_evaluator();
 const std::vector<std::string>& default_metrics();
 /// A deeper set for the best variants (several passes).
 const std::vector<std::string>& deep_metrics();
+
+/// The cuda evaluator's default compile cache (its option `cache_dir` overrides it): $KFORGE_CACHE, else
+/// $XDG_CACHE_HOME/kforge, else ~/.cache/kforge, else kforge-cache in the temporary folder. NVRTC's results
+/// are kept under <it>/nvrtc.
+std::filesystem::path cuda_cache_dir();
+
+/// The NVRTC request the cuda evaluator makes for a rendered variant `v` of `k` whose source is `file`:
+/// v's source, options and entry, -I for each of the kernel's include folders, every header the source
+/// includes passed by content, the architecture k.arch or else `arch`. Compiled by a kf::compiler whose
+/// cache is <cache_dir>/nvrtc, it is a cache hit on the CUBIN a search with that cache ran (same key), so
+/// `kforge render` hands out exactly the binary that was timed.
+compile_request variant_compile_request(const kernel_spec& k, rendered_variant v, const std::string& file,
+                                        const std::string& arch);
 
 }  // namespace kf
