@@ -25,6 +25,23 @@ void hybrid::initialize(const search_space& space, std::uint64_t seed) {
   bandit_ = operator_bandit(space, opt_.bandit_prior);
   bottleneck_of_.clear();
   origin_.clear();
+  strata_.clear();
+  rotation_.clear();
+  rotation_next_ = 0;
+  if (opt_.alternatives == "stratified") strata_ = find_alternatives(space);
+  for (std::size_t a = 0; a < strata_.size(); ++a)
+    for (std::size_t k = 0; k < strata_[a].members.size(); ++k)
+      rotation_.emplace_back(a, k);
+  rng_.shuffle(std::span(rotation_));
+}
+
+std::optional<config> hybrid::draw_fresh(const search_state& s, const std::vector<config>& taken) {
+  // Round robin over the strata; an exhausted stratum passes its turn to the next one.
+  for (std::size_t tries = 0; tries < rotation_.size(); ++tries) {
+    const auto [a, k] = rotation_[rotation_next_++ % rotation_.size()];
+    if (auto c = draw_unseen_in(s, strata_[a], k, rng_, taken)) return c;
+  }
+  return draw_unseen(s, rng_, taken);
 }
 
 void hybrid::observe(const search_state& s, std::span<const trial> done) {
@@ -50,13 +67,14 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
   auto fresh = [&](const config& c) {
     return !s.seen(c) && std::find(out.begin(), out.end(), c) == out.end();
   };
-  while (out.size() < n && s.history().size() + out.size() < std::min(opt_.transfer_initial, opt_.initial_samples)) {
+  while (out.size() < n &&
+         s.history().size() + out.size() < std::min(opt_.transfer_initial, opt_.initial_samples)) {
     auto c = best_unseen_by_prior(s, model_->prior(), out);
     if (!c) break;
     out.push_back(std::move(*c));
   }
   while (out.size() < n && s.history().size() + out.size() < opt_.initial_samples) {
-    auto c = draw_unseen(s, rng_, out);
+    auto c = draw_fresh(s, out);
     if (!c) return out;
     out.push_back(std::move(*c));
   }
@@ -117,7 +135,7 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
       for (const auto& c : from_prior)
         if (std::find(kids.begin(), kids.end(), c) == kids.end()) kids.push_back(c);
       for (std::size_t k = from_prior.size(); k < opt_.immigrants; ++k) {
-        auto c = draw_unseen(s, rng_, out);
+        auto c = draw_fresh(s, out);
         if (!c) break;
         if (std::find(kids.begin(), kids.end(), *c) == kids.end()) kids.push_back(std::move(*c));
       }
@@ -190,24 +208,30 @@ void register_hybrid() {
           int_option("refit_every", 8, "observations between hyperparameter fits", 1, 100000),
           int_option("max_points", 400, "GP training points at most", 10, 100000),
           real_option("mutation_rate", 0.2, "probability that a gene mutates", 0, 1),
-          int_option("transfer_initial", 3, "with transfer: initial configurations taken from the records' best",
-                     0, 100000),
-          int_option("transfer_immigrants", 4, "with transfer: immigrants drawn from the prior's best unvisited",
-                     0, 100000),
-          int_option("transfer_pool", 64, "with transfer: how many of the prior's best unvisited they come from",
-                     1, 100000),
+          int_option("transfer_initial", 3,
+                     "with transfer: initial configurations taken from the records' best", 0, 100000),
+          int_option("transfer_immigrants", 4,
+                     "with transfer: immigrants drawn from the prior's best unvisited", 0, 100000),
+          int_option("transfer_pool", 64,
+                     "with transfer: how many of the prior's best unvisited they come from", 1, 100000),
           bool_option("transfer_mean", true, "with transfer: the records' prior as the GP's mean function"),
           real_option("transfer_weight", 0.5,
-                      "with transfer: prior slope of the mean, as a fraction of the records' log-time spread", -10,
-                      10),
-          real_option("transfer_strength", 4.0, "with transfer: pseudo-observations holding that slope", 0, 1e6),
+                      "with transfer: prior slope of the mean, as a fraction of the records' log-time spread",
+                      -10, 10),
+          real_option("transfer_strength", 4.0, "with transfer: pseudo-observations holding that slope", 0,
+                      1e6),
           string_option("operators", "genetic",
                         "children by crossover and mutation (genetic), or also by bottleneck-guided family "
                         "mutations chosen by a bandit (bandit)",
                         {"genetic", "bandit"}),
-          real_option("bandit_share", 0.5, "operators bandit: fraction of children made by family mutation", 0, 1),
-          real_option("bandit_prior", 1.0, "operators bandit: pseudo-successes of the expert-favoured families", 0,
-                      100),
+          real_option("bandit_share", 0.5, "operators bandit: fraction of children made by family mutation",
+                      0, 1),
+          real_option("bandit_prior", 1.0,
+                      "operators bandit: pseudo-successes of the expert-favoured families", 0, 100),
+          string_option("alternatives", "stratified",
+                        "initial design and immigrants: drawn stratum by stratum over a space's alternative "
+                        "implementations (stratified) or uniformly over the valid set (uniform)",
+                        {"stratified", "uniform"}),
       },
       [](const options& o) {
         hybrid_options h;
@@ -228,6 +252,7 @@ void register_hybrid() {
         h.operators = o.string("operators");
         h.bandit_share = o.real("bandit_share");
         h.bandit_prior = o.real("bandit_prior");
+        h.alternatives = o.string("alternatives");
         return strategy(hybrid(h), "hybrid");
       },
   });

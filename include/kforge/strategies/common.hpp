@@ -1,6 +1,8 @@
 // Helpers shared by the built-in strategies.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -19,6 +21,30 @@ std::optional<config> draw_unseen(const search_state& s, rng& r, const std::vect
 /// not in `also`; nullopt when the prior is empty or exhausted.
 std::optional<config> best_unseen_by_prior(const search_state& s, const transfer_prior& prior,
                                            const std::vector<config>& also = {});
+
+/// The alternatives of a space (the implementations of a tensor_core site, say): an unordered parameter
+/// whose values split the valid set into strata such that
+///  (a) in some stratum another parameter that takes several values across the valid set is pinned to
+///      one value (choosing one implementation pins the other implementations' own parameters), and
+///  (b) the smallest stratum holds less than a quarter of an equal share (1 / (4 k) of the valid set for
+///      k non-empty strata): there a uniform draw would rarely reach that alternative.
+/// Balanced choices (a read-only mode, say) are not alternatives by (b), whatever they pin.
+struct alternative_strata {
+  std::size_t param = 0;                            ///< the choosing parameter
+  std::vector<std::uint32_t> values;                ///< its value index per non-empty stratum
+  std::vector<std::vector<std::uint32_t>> members;  ///< positions in space.valid(), per stratum
+};
+
+/// Every alternative of the space, in parameter order. Empty when the space has none, when its valid set
+/// is not yet enumerated and its cartesian size exceeds 1e9, or when it holds more than `max_valid`
+/// configurations (the strata list every member).
+std::vector<alternative_strata> find_alternatives(const search_space& space,
+                                                  std::size_t max_valid = 4'000'000);
+
+/// A uniformly drawn configuration of stratum `k` of `a` that is not seen and not in `also`; nullopt
+/// when the stratum is exhausted.
+std::optional<config> draw_unseen_in(const search_state& s, const alternative_strata& a, std::size_t k,
+                                     rng& r, const std::vector<config>& also = {});
 
 /// Fitness of a trial for minimisation: its time, or +infinity when it failed.
 double fitness(const trial& t) noexcept;
