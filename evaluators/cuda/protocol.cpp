@@ -1,5 +1,6 @@
 #include "evaluators/cuda/protocol.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kforge/error.hpp"
@@ -32,7 +33,20 @@ json arg_json(const resolved_arg& a) {
   if (!a.param) j["param"] = false;
   if (a.constant) j["constant"] = true;
   if (!a.compare) j["compare"] = false;
-  if (a.buffer) {
+  if (a.tensor_map) {
+    const auto& t = *a.tensor_map;
+    const auto r = t.rank;
+    j["tensor_map"] = {
+        {"buffer", t.buffer},
+        {"rank", r},
+        {"dims", std::vector<std::uint64_t>(t.dims.begin(), t.dims.begin() + r)},
+        {"strides", std::vector<std::uint64_t>(t.strides.begin(), t.strides.begin() + (r ? r - 1 : 0))},
+        {"box", std::vector<std::uint32_t>(t.box.begin(), t.box.begin() + r)},
+        {"swizzle", t.swizzle},
+        {"l2_promotion", t.l2_promotion},
+        {"oob_nan", t.oob_nan},
+        {"enabled", t.enabled}};
+  } else if (a.buffer) {
     j["count"] = a.count;
     j["fill"] = {{"kind", static_cast<int>(a.fill.k)}, {"a", a.fill.a}, {"b", a.fill.b}};
     j["role"] = static_cast<int>(a.role);
@@ -52,7 +66,26 @@ resolved_arg arg_of(const json& j) {
   auto t = dtype_from_string(j.at("dtype").get<std::string>());
   if (!t) throw error("protocol: unknown dtype " + j.at("dtype").dump());
   a.type = *t;
-  if (a.buffer) {
+  if (const auto tm = j.find("tensor_map"); tm != j.end()) {
+    tensor_map_layout m;
+    m.buffer = tm->at("buffer").get<std::size_t>();
+    m.rank = tm->at("rank").get<std::uint32_t>();
+    if (m.rank > 5) throw error("protocol: tensor map of rank " + std::to_string(m.rank));
+    const auto dims = tm->at("dims").get<std::vector<std::uint64_t>>();
+    const auto strides = tm->at("strides").get<std::vector<std::uint64_t>>();
+    const auto box = tm->at("box").get<std::vector<std::uint32_t>>();
+    if (dims.size() != m.rank || box.size() != m.rank ||
+        strides.size() + 1 != std::max<std::size_t>(m.rank, 1))
+      throw error("protocol: tensor map " + a.name + " has dims, strides or box of the wrong length");
+    std::copy(dims.begin(), dims.end(), m.dims.begin());
+    std::copy(strides.begin(), strides.end(), m.strides.begin());
+    std::copy(box.begin(), box.end(), m.box.begin());
+    m.swizzle = tm->at("swizzle").get<std::uint32_t>();
+    m.l2_promotion = tm->at("l2_promotion").get<std::uint32_t>();
+    m.oob_nan = tm->at("oob_nan").get<bool>();
+    m.enabled = tm->at("enabled").get<bool>();
+    a.tensor_map = m;
+  } else if (a.buffer) {
     a.count = j.at("count").get<std::uint64_t>();
     a.fill.k = static_cast<fill_spec::kind>(j.at("fill").at("kind").get<int>());
     a.fill.a = j.at("fill").at("a").get<double>();

@@ -40,9 +40,46 @@ struct fill_spec {
 
 enum class arg_role : std::uint8_t { in, out, inout };
 
+/// A TMA tensor map argument (`tensor_map:` in a kernel description, docs/kernel.md): a tiled view of a
+/// buffer argument that the GPU worker encodes (cuTensorMapEncodeTiled) over that buffer's device memory
+/// for every launch and passes by value, 128 bytes (kernel side: `const __grid_constant__` struct of 128
+/// bytes aligned to 64). Expressions over the shape's problem sizes and the configuration's parameters.
+struct tensor_map_spec {
+  std::string buffer;               ///< the buffer argument it views; its dtype is the map's element type
+  std::vector<expression> dims;     ///< elements per dimension, innermost first (rank 1 to 5)
+  std::vector<expression> strides;  ///< elements between consecutive indices of dims 1..rank-1; empty: packed
+  std::vector<expression> box;  ///< elements per dimension of one copy (shared-memory tile), innermost first
+  std::uint32_t swizzle = 0;    ///< shared-memory swizzle span in bytes: 0 (none), 32, 64 or 128
+  std::uint32_t l2_promotion = 0;  ///< L2 fetch granularity in bytes: 0 (none), 64, 128 or 256
+  bool oob_nan = false;            ///< out-of-bounds elements read as NaN (floating types) instead of zero
+  std::optional<expression> when;  ///< false: no map is made; the kernel gets 128 zero bytes
+};
+
+/// A tensor map resolved for one launch: what cuTensorMapEncodeTiled takes, less the device address.
+struct tensor_map_layout {
+  std::size_t buffer = 0;                  ///< index of the viewed buffer in the launch's arguments
+  std::uint32_t rank = 0;                  ///< 1 to 5
+  std::array<std::uint64_t, 5> dims{};     ///< elements, innermost first
+  std::array<std::uint64_t, 4> strides{};  ///< bytes between indices of dims 1..rank-1
+  std::array<std::uint32_t, 5> box{};      ///< elements per copy, innermost first
+  std::uint32_t swizzle = 0;               ///< bytes: 0, 32, 64, 128
+  std::uint32_t l2_promotion = 0;          ///< bytes: 0, 64, 128, 256
+  bool oob_nan = false;
+  bool enabled = true;  ///< false (`when` was false): 128 zero bytes are passed, nothing is encoded
+};
+
+/// Why `t` (element type `type`, over a buffer of `buffer_bytes` bytes at a 256-byte aligned address) breaks
+/// the rules cuTensorMapEncodeTiled states for a non-interleaved tiled map (CUDA driver API reference), or
+/// empty when it keeps them: rank 1-5; every dim in [1, 2^32]; strides multiples of 16 bytes below 2^40;
+/// every box entry in [1, 256], the inner one a multiple of 16 bytes and, with a swizzle, at most the
+/// swizzle span; NaN fill for floating types only. Also (kforge's rule, so that no copy can leave the
+/// buffer): the highest element the dims and strides reach lies inside the buffer. Disabled maps have none.
+std::string tensor_map_problem(const tensor_map_layout& t, dtype type, std::uint64_t buffer_bytes);
+
 /// One argument of a kernel: a buffer (device memory, passed as a pointer), a scalar (passed by value),
-/// or a `__constant__` array of the module (filled like a buffer, passed as no parameter). A buffer can
-/// also be copied into a `__constant__` symbol of its name (T1's "MemType": "Constant").
+/// a `__constant__` array of the module (filled like a buffer, passed as no parameter), or a TMA tensor map
+/// over a buffer argument (passed by value, 128 bytes). A buffer can also be copied into a `__constant__`
+/// symbol of its name (T1's "MemType": "Constant").
 struct kernel_arg {
   std::string name;
   bool buffer = true;
@@ -54,6 +91,8 @@ struct kernel_arg {
   bool param = true;     ///< passed as a kernel parameter (false: only a __constant__ symbol)
   bool constant = false;  ///< copied into the module's __constant__ symbol `name` before each launch
   bool compare = true;   ///< a written buffer compared with the reference's (role out or inout)
+  /// A tensor map argument (buffer = false, type = the viewed buffer's dtype).
+  std::optional<tensor_map_spec> tensor_map;
 };
 
 struct tolerance {
@@ -148,6 +187,8 @@ struct resolved_arg {
   arg_role role = arg_role::in;
   double scalar = 0;            ///< scalars: the value (integers exactly representable up to 2^53)
   std::int64_t scalar_int = 0;  ///< scalars of integer type
+  /// A tensor map argument (buffer = false): what the worker encodes over args[tensor_map->buffer].
+  std::optional<tensor_map_layout> tensor_map;
 };
 
 /// One launch of one configuration on one shape.
@@ -161,7 +202,8 @@ struct launch_plan {
 
 /// Resolves the launch of configuration `c` on shape `s`. Throws kf::error (with the failing expression)
 /// when an expression cannot be evaluated or gives an impossible launch (zero or negative sizes, more than
-/// 2^31-1 blocks in x, 65535 in y/z): the caller turns that into an invalid trial.
+/// 2^31-1 blocks in x, 65535 in y/z, a tensor map that breaks tensor_map_problem's rules): the caller turns
+/// that into an invalid trial.
 launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s);
 /// resolve_launch of the default configuration on every shape (timed, then checked): that every expression
 /// knows its names and the default can launch. Throws kf::error as resolve_launch does.

@@ -126,12 +126,26 @@ nlohmann::json arguments_json(const launch_plan& plan) {
   for (const auto& r : plan.args) {
     nlohmann::json e = {{"name", r.name},
                         {"kind", r.constant && !r.param ? "constant"
+                                 : r.tensor_map         ? "tensor_map"
                                  : r.buffer             ? "buffer"
                                                         : "scalar"},
                         {"type", std::string(to_string(r.type))},
                         {"param", r.param},
                         {"constant", r.constant}};
-    if (r.buffer) {
+    if (r.tensor_map) {
+      // What cuTensorMapEncodeTiled takes, over the device address of the buffer argument `buffer`.
+      const auto& t = *r.tensor_map;
+      e["enabled"] = t.enabled;
+      if (t.enabled) {
+        e["buffer"] = plan.args[t.buffer].name;
+        e["dims"] = std::vector<std::uint64_t>(t.dims.begin(), t.dims.begin() + t.rank);
+        e["strides_bytes"] = std::vector<std::uint64_t>(t.strides.begin(), t.strides.begin() + t.rank - 1);
+        e["box"] = std::vector<std::uint32_t>(t.box.begin(), t.box.begin() + t.rank);
+        e["swizzle"] = t.swizzle;
+        e["l2_promotion"] = t.l2_promotion;
+        e["oob_fill"] = t.oob_nan ? "nan" : "zero";
+      }
+    } else if (r.buffer) {
       e["count"] = r.count;
       e["role"] = role_name(r.role);
     } else if (is_floating(r.type)) {

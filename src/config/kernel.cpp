@@ -276,6 +276,122 @@ config resolve_defaults(const document& doc, const search_space& space,
 
 }  // namespace kernel_parse
 
+namespace {
+// A tensor map that cannot be resolved or breaks the driver's rules: names the argument (its index in
+// kernel_spec::args), so that the description's reader can point at its key.
+class tensor_map_error : public error {
+ public:
+  tensor_map_error(std::size_t a, const std::string& what) : error(what), arg(a) {}
+  std::size_t arg;
+};
+
+std::vector<expression> parse_expr_list(const document& doc, const json& v, const std::string& key,
+                                        const char* expected) {
+  if (!v.is_array()) doc.at(key).fail(std::string("expected ") + expected);
+  std::vector<expression> out;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out.push_back(kernel_parse::parse_expr(doc, v[i], key + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+// {buffer, dims, box, strides?, swizzle?, l2_promotion?, oob_fill?, when?}: the checks that need no shape.
+tensor_map_spec parse_tensor_map(const document& doc, const json& t, const std::string& key) {
+  using kernel_parse::child;
+  if (!t.is_object())
+    doc.at(key).fail("expected {buffer, dims, box, strides?, swizzle?, l2_promotion?, oob_fill?, when?}");
+  kernel_parse::check_keys(
+      doc, t, key, {"buffer", "dims", "box", "strides", "swizzle", "l2_promotion", "oob_fill", "when"});
+  tensor_map_spec m;
+  if (!child(t, "buffer").is_string()) doc.at(key + ".buffer").fail("expected the name of a buffer argument");
+  m.buffer = t["buffer"].get<std::string>();
+  m.dims = parse_expr_list(doc, kernel_parse::req_or(t, "dims", doc, key), key + ".dims",
+                           "a list of 1 to 5 sizes in elements, innermost first");
+  if (m.dims.empty() || m.dims.size() > 5)
+    doc.at(key + ".dims").fail("a tensor map has 1 to 5 dimensions, got " + std::to_string(m.dims.size()));
+  m.box = parse_expr_list(doc, kernel_parse::req_or(t, "box", doc, key), key + ".box",
+                          "a list of box sizes in elements, innermost first");
+  if (m.box.size() != m.dims.size())
+    doc.at(key + ".box")
+        .fail("expected " + std::to_string(m.dims.size()) + " entries (one per dimension), got " +
+              std::to_string(m.box.size()));
+  if (const auto& st = child(t, "strides"); !st.is_null()) {
+    m.strides = parse_expr_list(doc, st, key + ".strides",
+                                "a list of strides in elements, one per dimension after the innermost");
+    if (m.strides.size() + 1 != m.dims.size())
+      doc.at(key + ".strides")
+          .fail("expected " + std::to_string(m.dims.size() - 1) +
+                " entries (the strides of dimensions 1 .. rank-1; the innermost is contiguous), got " +
+                std::to_string(m.strides.size()));
+  }
+  auto one_of = [&](const char* name, std::initializer_list<std::uint32_t> allowed, const char* what) {
+    const auto& v = child(t, name);
+    if (v.is_null()) return 0u;
+    std::string list;
+    for (auto x : allowed)
+      list += (list.empty() ? "" : ", ") + std::to_string(x);
+    if (v.is_number_integer())
+      for (auto x : allowed)
+        if (v.get<std::int64_t>() == static_cast<std::int64_t>(x)) return x;
+    doc.at(key + "." + name).fail(std::string("expected ") + what + ": one of " + list + ", got " + v.dump());
+  };
+  m.swizzle = one_of("swizzle", {0, 32, 64, 128}, "the swizzle span in bytes (0: none)");
+  m.l2_promotion = one_of("l2_promotion", {0, 64, 128, 256}, "the L2 promotion in bytes (0: none)");
+  if (const auto& f = child(t, "oob_fill"); !f.is_null()) {
+    if (f != "zero" && f != "nan") doc.at(key + ".oob_fill").fail("expected zero or nan, got " + f.dump());
+    m.oob_nan = f == "nan";
+  }
+  if (const auto& w = child(t, "when"); !w.is_null())
+    m.when = kernel_parse::parse_expr(doc, w, key + ".when");
+  return m;
+}
+}  // namespace
+
+std::string tensor_map_problem(const tensor_map_layout& t, dtype type, std::uint64_t buffer_bytes) {
+  if (!t.enabled) return {};
+  const std::uint64_t es = size_of(type);
+  if (t.rank < 1 || t.rank > 5) return "rank " + std::to_string(t.rank) + " is not in [1, 5]";
+  for (std::uint32_t d = 0; d < t.rank; ++d) {
+    const auto i = std::to_string(d);
+    if (t.dims[d] < 1 || t.dims[d] > (std::uint64_t{1} << 32))
+      return "dims[" + i + "] = " + std::to_string(t.dims[d]) + " is not in [1, 2^32]";
+    if (t.box[d] < 1 || t.box[d] > 256)
+      return "box[" + i + "] = " + std::to_string(t.box[d]) + " is not in [1, 256]";
+    if (d > 0) {
+      const auto s = t.strides[d - 1];
+      if (s % 16 != 0 || s >= (std::uint64_t{1} << 40))
+        return "the stride of dimension " + i + " is " + std::to_string(s) +
+               " bytes: not a multiple of 16 below 2^40 (rows must start 16-byte aligned)";
+    }
+  }
+  const std::uint64_t inner = t.box[0] * es;
+  if (inner % 16 != 0)
+    return "box[0] is " + std::to_string(inner) + " bytes (" + std::to_string(t.box[0]) + " " +
+           std::string(to_string(type)) + "): not a multiple of 16";
+  if (t.swizzle != 0 && inner > t.swizzle)
+    return "box[0] is " + std::to_string(inner) + " bytes (" + std::to_string(t.box[0]) + " " +
+           std::string(to_string(type)) + "), more than the " + std::to_string(t.swizzle) +
+           "-byte swizzle span";
+  if (t.swizzle != 0 && t.swizzle != 32 && t.swizzle != 64 && t.swizzle != 128)
+    return "swizzle " + std::to_string(t.swizzle) + " is not 0, 32, 64 or 128";
+  if (t.l2_promotion != 0 && t.l2_promotion != 64 && t.l2_promotion != 128 && t.l2_promotion != 256)
+    return "l2_promotion " + std::to_string(t.l2_promotion) + " is not 0, 64, 128 or 256";
+  if (t.oob_nan && !is_floating(type))
+    return "nan fill needs a floating type, not " + std::string(to_string(type));
+  // The end of the last element the map can reach (every index at its maximum); an overflow is past any
+  // buffer.
+  std::uint64_t last = t.dims[0] * es;
+  bool overflow = false;
+  for (std::uint32_t d = 1; d < t.rank; ++d) {
+    std::uint64_t step = 0;
+    overflow |= __builtin_mul_overflow(t.dims[d] - 1, t.strides[d - 1], &step);
+    overflow |= __builtin_add_overflow(last, step, &last);
+  }
+  if (overflow || last > buffer_bytes)
+    return "the dims and strides reach " + (overflow ? std::string("beyond 2^64") : std::to_string(last)) +
+           " bytes, past the buffer's " + std::to_string(buffer_bytes);
+  return {};
+}
+
 using namespace kernel_parse;
 
 kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::string& kp) {
@@ -439,20 +555,35 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
           "expected {name, buffer: dtype, size, fill?, role?}, {name, scalar: dtype, value} or {name, "
           "constant: "
           "dtype, size, fill?}");
-    check_keys(doc, a, key,
-               {"name", "buffer", "scalar", "constant", "size", "value", "fill", "role", "compare"});
+    check_keys(
+        doc, a, key,
+        {"name", "buffer", "scalar", "constant", "tensor_map", "size", "value", "fill", "role", "compare"});
     kernel_arg arg;
     arg.name = child(a, "name").is_string() ? a["name"].get<std::string>() : "arg" + std::to_string(i);
-    const char* kinds[] = {"buffer", "scalar", "constant"};
+    const char* kinds[] = {"buffer", "scalar", "constant", "tensor_map"};
     const char* kind = nullptr;
     for (const char* kd : kinds)
       if (!child(a, kd).is_null()) {
         if (kind)
-          doc.at(key).fail("give exactly one of buffer: <dtype>, scalar: <dtype> or constant: <dtype>");
+          doc.at(key).fail(
+              "give exactly one of buffer: <dtype>, scalar: <dtype>, constant: <dtype> or tensor_map: {...}");
         kind = kd;
       }
-    if (!kind) doc.at(key).fail("give one of buffer: <dtype>, scalar: <dtype> or constant: <dtype>");
+    if (!kind)
+      doc.at(key).fail(
+          "give one of buffer: <dtype>, scalar: <dtype>, constant: <dtype> or tensor_map: {...}");
     const std::string skind = kind;
+    if (skind == "tensor_map") {
+      // The element type comes from the viewed buffer, resolved once every argument is known.
+      for (const char* other : {"size", "value", "fill", "role", "compare"})
+        if (!child(a, other).is_null())
+          doc.at(key + "." + other)
+              .fail("a tensor map takes only name and tensor_map: {buffer, dims, box, ...}");
+      arg.buffer = false;
+      arg.tensor_map = parse_tensor_map(doc, a["tensor_map"], key + ".tensor_map");
+      k.args.push_back(std::move(arg));
+      continue;
+    }
     const auto& ty = a[kind];
     const auto tkey = key + "." + skind;
     if (!ty.is_string() || !dtype_from_string(ty.get<std::string>()))
@@ -495,6 +626,23 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
         doc.at(key).fail("a scalar takes only name, scalar and value");
     }
     k.args.push_back(std::move(arg));
+  }
+  // A tensor map views a buffer argument (any position) and takes its element type.
+  for (std::size_t i = 0; i < k.args.size(); ++i) {
+    auto& a = k.args[i];
+    if (!a.tensor_map) continue;
+    const auto key = join_key(kp, "arguments") + "[" + std::to_string(i) + "].tensor_map";
+    if (k.language != "cuda") doc.at(key).fail("only CUDA kernels take tensor maps (Triton makes its own)");
+    const auto it = std::find_if(k.args.begin(), k.args.end(), [&](const kernel_arg& b) {
+      return b.name == a.tensor_map->buffer && b.buffer && !b.constant;
+    });
+    if (it == k.args.end())
+      doc.at(key + ".buffer").fail("no buffer argument named '" + a.tensor_map->buffer + "'");
+    a.type = it->type;
+    if (a.tensor_map->oob_nan && !is_floating(a.type))
+      doc.at(key + ".oob_fill")
+          .fail("nan fills floating types only; buffer '" + it->name + "' is " +
+                std::string(to_string(a.type)));
   }
   bool any_out = false;
   for (const auto& a : k.args)
@@ -570,9 +718,13 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
       k.flops_unit = c.get<std::string>();
     }
   }
-  // Every expression must only use known names: check on the first time shape at the defaults.
+  // Every expression must only use known names: check on the first time shape at the defaults. A tensor
+  // map that breaks the driver's rules there is reported at its own key.
   try {
     check_default_launches(k);
+  } catch (const tensor_map_error& e) {
+    doc.at(join_key(kp, "arguments") + "[" + std::to_string(e.arg) + "].tensor_map")
+        .fail(std::string("at the default configuration: ") + e.what());
   } catch (const error& e) {
     doc.at(kp).fail(std::string("the default configuration cannot be launched: ") + e.what());
   }
@@ -610,6 +762,64 @@ std::int64_t as_count(const value& v, const std::string& what) {
   if (v.is_real() && std::floor(v.as_real()) == v.as_real() && std::fabs(v.as_real()) < 9e18)
     return static_cast<std::int64_t>(v.as_real());
   throw error(what + " is " + v.repr() + ", not a whole number");
+}
+}  // namespace
+
+namespace {
+// Argument `i`'s tensor map at configuration c on shape s, checked by tensor_map_problem; throws
+// tensor_map_error naming the argument.
+tensor_map_layout resolve_tensor_map(const kernel_spec& k, std::size_t i, const launch_plan& p,
+                                     const config& c, const shape& s) {
+  const auto& a = k.args[i];
+  const auto& m = *a.tensor_map;
+  const std::string what = "tensor map " + a.name;
+  tensor_map_layout t;
+  try {
+    if (m.when) {
+      const auto w = eval_in(*m.when, k, c, s, (what + ": when").c_str());
+      if (!w.is_bool() && !w.is_number()) throw error(what + ": when is " + w.repr() + ", not a truth value");
+      if (!(w.is_bool() ? w.as_bool() : w.as_real() != 0)) {
+        t.enabled = false;
+        return t;
+      }
+    }
+    const auto b = std::find_if(p.args.begin(), p.args.end(), [&](const resolved_arg& r) {
+      return r.name == m.buffer && r.buffer && !r.constant;
+    });
+    if (b == p.args.end()) throw error(what + ": no buffer argument named '" + m.buffer + "'");
+    t.buffer = static_cast<std::size_t>(b - p.args.begin());
+    t.rank = static_cast<std::uint32_t>(m.dims.size());
+    auto count = [&](const expression& e, const std::string& key, std::int64_t lo, std::int64_t hi) {
+      const auto v = as_count(eval_in(e, k, c, s, (what + ": " + key).c_str()), what + ": " + key);
+      if (v < lo || v > hi)
+        throw error(what + ": " + key + " = " + std::to_string(v) + " is not in [" + std::to_string(lo) +
+                    ", " + std::to_string(hi) + "]");
+      return v;
+    };
+    const auto es = static_cast<std::int64_t>(size_of(b->type));
+    std::int64_t packed = es;
+    for (std::uint32_t d = 0; d < t.rank; ++d) {
+      const auto ds = "[" + std::to_string(d) + "]";
+      t.dims[d] = static_cast<std::uint64_t>(count(m.dims[d], "dims" + ds, 1, std::int64_t{1} << 32));
+      t.box[d] = static_cast<std::uint32_t>(count(m.box[d], "box" + ds, 1, 1 << 30));
+      if (d > 0)
+        t.strides[d - 1] = static_cast<std::uint64_t>(
+            m.strides.empty() ? packed
+                              : es * count(m.strides[d - 1], "strides[" + std::to_string(d - 1) + "]", 1,
+                                           (std::int64_t{1} << 40) / es));
+      if (packed <= (std::int64_t{1} << 50)) packed *= static_cast<std::int64_t>(t.dims[d]);
+    }
+    t.swizzle = m.swizzle;
+    t.l2_promotion = m.l2_promotion;
+    t.oob_nan = m.oob_nan;
+    const auto why = tensor_map_problem(t, b->type, b->count * size_of(b->type));
+    if (!why.empty()) throw error(what + " over " + b->name + ": " + why);
+  } catch (const tensor_map_error&) {
+    throw;
+  } catch (const error& e) {
+    throw tensor_map_error(i, e.what());
+  }
+  return t;
 }
 }  // namespace
 
@@ -651,7 +861,9 @@ launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s
     r.param = a.param;
     r.constant = a.constant;
     r.compare = a.compare;
-    if (a.buffer) {
+    if (a.tensor_map) {
+      // Resolved after the loop: its buffer may come later.
+    } else if (a.buffer) {
       const auto n = as_count(eval_in(a.size, k, c, s, ("size of " + a.name).c_str()), "size of " + a.name);
       if (n < 1) throw error("buffer " + a.name + " has " + std::to_string(n) + " elements");
       r.count = static_cast<std::uint64_t>(n);
@@ -665,6 +877,8 @@ launch_plan resolve_launch(const kernel_spec& k, const config& c, const shape& s
     }
     p.args.push_back(r);
   }
+  for (std::size_t i = 0; i < k.args.size(); ++i)
+    if (k.args[i].tensor_map) p.args[i].tensor_map = resolve_tensor_map(k, i, p, c, s);
   return p;
 }
 

@@ -2,6 +2,7 @@
 synthetic runs, kforge.suite.bench_hub on synthetic and (where ../shared/data exists) the real convolution
 files, kforge.suite.cuda_launch's binding checks, kforge.suite.measure's pure parts, and, where this build's
 kforge exists, `kforge render` of every measured kernel bound to the harness's buffers by `measure --fake`."""
+import ctypes
 import gzip
 import json
 import os
@@ -136,6 +137,21 @@ def test_bind_orders_parameters_and_checks_every_buffer():
         cuda_launch.bind(MANIFEST, {"x": Stand(7, 4), "y": Stand(7, 4)}, {"c": Stand(3, 4)})
     with pytest.raises(ValueError, match="argument c: the harness has no constant"):
         cuda_launch.bind(MANIFEST, {"x": Stand(7, 4), "y": Stand(7, 2)})
+
+
+def test_bind_passes_tensor_maps_in_order_and_checks_their_buffer():
+    tm = {"name": "tmX", "kind": "tensor_map", "type": "f32", "param": True, "constant": False, "enabled": True,
+          "buffer": "x", "dims": [7], "strides_bytes": [], "box": [4], "swizzle": 0, "l2_promotion": 0,
+          "oob_fill": "zero"}
+    off = {"name": "tmY", "kind": "tensor_map", "type": "bf16", "param": True, "constant": False, "enabled": False}
+    manifest = dict(MANIFEST, arguments=MANIFEST["arguments"][:3] + [tm, off])
+    plan = cuda_launch.bind(manifest, {"x": Stand(7, 4), "y": Stand(7, 2)})
+    assert plan["params"][3:] == [("tensor_map", "tmX", "f32", tm), ("tensor_map", "tmY", "bf16", off)]
+    with pytest.raises(ValueError, match="argument tmX: the tensor map views buffer q"):
+        cuda_launch.bind(dict(manifest, arguments=[dict(tm, buffer="q")]), {"x": Stand(7, 4)})
+    # A disabled map is 128 zero bytes; no driver call is made for it.
+    assert ctypes.sizeof(cuda_launch.TensorMap) == 128
+    assert list(cuda_launch.encode_tensor_map(None, off, 0).opaque) == [0] * 16
 
 
 def test_measure_rotation_stats_and_expert_choice():

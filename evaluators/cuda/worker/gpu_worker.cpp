@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -43,6 +44,74 @@ struct evaluation_failure {
 [[noreturn]] void fail_cuda(const cuda_failure& e, const char* during) {
   if (e.sticky()) fail(status::crashed, std::string(during) + ": " + e.what(), true);
   fail(status::launch_failed, std::string(during) + ": " + e.what());
+}
+
+// The driver's element type of a tensor map over a buffer of `t`: bit-exact copies, so signed 8- and 16-bit
+// integers travel as their unsigned namesakes (the driver has no signed types of those sizes).
+CUtensorMapDataType tensor_map_type(dtype t) {
+  switch (t) {
+    case dtype::u8:
+    case dtype::i8:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    case dtype::u16:
+    case dtype::i16:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT16;
+    case dtype::u32:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT32;
+    case dtype::i32:
+      return CU_TENSOR_MAP_DATA_TYPE_INT32;
+    case dtype::u64:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT64;
+    case dtype::i64:
+      return CU_TENSOR_MAP_DATA_TYPE_INT64;
+    case dtype::f16:
+      return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case dtype::f64:
+      return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+    case dtype::bf16:
+      return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case dtype::f32:
+    default:
+      return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  }
+}
+
+// cuTensorMapEncodeTiled over `address` with layout `t` (elements of `type`): element strides 1, no
+// interleave; the swizzle, L2 promotion and out-of-bounds fill the layout names.
+CUresult encode_tensor_map(CUtensorMap& map, const tensor_map_layout& t, dtype type, CUdeviceptr address) {
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const CUtensorMapSwizzle swizzle = t.swizzle == 32    ? CU_TENSOR_MAP_SWIZZLE_32B
+                                     : t.swizzle == 64  ? CU_TENSOR_MAP_SWIZZLE_64B
+                                     : t.swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                                        : CU_TENSOR_MAP_SWIZZLE_NONE;
+  const CUtensorMapL2promotion l2 = t.l2_promotion == 64    ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                                    : t.l2_promotion == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                    : t.l2_promotion == 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                                            : CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  cuuint64_t dims[5] = {}, strides[5] = {};
+  cuuint32_t box[5] = {};
+  for (std::uint32_t d = 0; d < t.rank && d < 5; ++d) {
+    dims[d] = t.dims[d];
+    box[d] = t.box[d];
+    if (d + 1 < t.rank) strides[d] = t.strides[d];
+  }
+  return driver().cuTensorMapEncodeTiled_(
+      &map, tensor_map_type(type), t.rank, reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)),
+      dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2,
+      t.oob_nan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+// "bf16, dims [4096, 4096], strides [8192] B, box [64, 128], swizzle 128 B" for messages.
+std::string describe_layout(const tensor_map_layout& t, dtype type) {
+  auto list = [&](auto first, std::uint32_t n) {
+    std::string s = "[";
+    for (std::uint32_t d = 0; d < n; ++d)
+      s += (d ? ", " : "") + std::to_string(first[d]);
+    return s + "]";
+  };
+  return std::string(to_string(type)) + ", dims " + list(t.dims.data(), t.rank) + ", strides " +
+         list(t.strides.data(), t.rank ? t.rank - 1 : 0) + " B, box " + list(t.box.data(), t.rank) +
+         ", swizzle " + std::to_string(t.swizzle) + " B";
 }
 
 // Median and the 95% confidence interval of the median by order statistics, relative to the median.
@@ -226,10 +295,17 @@ class gpu_worker::shape_run {
  public:
   shape_run(gpu_worker& w, const gpu::shape_job& job) : w_(w), job_(job) {
     bufs_.resize(job.args.size());
+    storage_.reserve(job.args.size());  // params_ points into it: no reallocation
     for (std::size_t i = 0; i < job.args.size(); ++i) {
       const auto& a = job.args[i];
       if (a.buffer) bufs_[i] = own(a.count * size_of(a.type));
       if (!a.param) continue;
+      if (a.tensor_map) {
+        // 128 zero bytes until encode_tensor_maps() (a map whose `when` was false stays so).
+        maps_.push_back(std::make_unique<CUtensorMap>());
+        params_.push_back(maps_.back().get());
+        continue;
+      }
       std::uint64_t slot = 0;
       if (a.buffer) {
         std::memcpy(&slot, &bufs_[i].ptr, sizeof(CUdeviceptr));
@@ -243,9 +319,8 @@ class gpu_worker::shape_run {
         std::memcpy(&slot, &x, sizeof x);
       }
       storage_.push_back(slot);
+      params_.push_back(&storage_.back());
     }
-    for (auto& s : storage_)
-      params_.push_back(&s);
   }
   ~shape_run() {
     for (auto& b : owned_)
@@ -260,6 +335,27 @@ class gpu_worker::shape_run {
   buffer own(std::size_t bytes) {
     owned_.push_back(w_.acquire(bytes));
     return owned_.back();
+  }
+
+  /// Encodes every enabled tensor map argument over its buffer's device memory (cuTensorMapEncodeTiled,
+  /// the layout the description resolved). A map the driver refuses is a launch_failed trial naming the
+  /// argument, the layout and the driver's reason; nothing is launched.
+  void encode_tensor_maps() {
+    std::size_t m = 0;
+    for (std::size_t i = 0; i < job_.args.size(); ++i) {
+      const auto& a = job_.args[i];
+      if (!a.param || !a.tensor_map) continue;
+      CUtensorMap& map = *maps_[m++];
+      const auto& t = *a.tensor_map;
+      if (!t.enabled) continue;
+      if (t.buffer >= job_.args.size() || !job_.args[t.buffer].buffer)
+        fail(status::invalid, "tensor map " + a.name + " views argument #" + std::to_string(t.buffer) +
+                                  ", which is not a buffer");
+      const auto r = encode_tensor_map(map, t, job_.args[t.buffer].type, bufs_[t.buffer].ptr);
+      if (r != CUDA_SUCCESS)
+        fail(status::launch_failed, "cuTensorMapEncodeTiled for the tensor map " + a.name + " (" +
+                                        describe_layout(t, job_.args[t.buffer].type) + "): " + describe(r));
+    }
   }
 
   /// Fresh seeded inputs; written-only buffers poisoned (all bits set: NaN, or -1), so that an element
@@ -326,6 +422,7 @@ class gpu_worker::shape_run {
   std::vector<buffer> bufs_;   // per argument (empty for scalars)
   std::vector<buffer> owned_;  // everything taken from the pool
   std::vector<std::uint64_t> storage_;
+  std::vector<std::unique_ptr<CUtensorMap>> maps_;  // tensor map parameters (aligned as cuda.h declares)
   std::vector<void*> params_;
 };
 
@@ -568,6 +665,7 @@ gpu::evaluate_response gpu_worker::evaluate(const gpu::evaluate_request& req) {
                                           " bytes: " + describe(r));
       }
       shape_run run(*this, job);
+      run.encode_tensor_maps();
       const auto tc = clock_type::now();
       const double deadline = check_shape(req, v, run, si, resp);
       resp.check_s += ms_since(tc) / 1e3;

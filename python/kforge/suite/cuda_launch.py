@@ -5,8 +5,9 @@ the same CUDA events, on the same buffers, as the PyTorch experts.
 Contracts:
 - ``bind(manifest, buffers, constants)`` checks, without a GPU, that the harness's buffers are what the kernel
   description says (every buffer argument present, with the described element count and element size) and
-  returns the launch's plan: the kernel parameters in order (buffer names or typed scalar values) and the
-  ``__constant__`` uploads. A mismatch raises ValueError naming the argument. ``buffers`` maps an argument
+  returns the launch's plan: the kernel parameters in order (buffer names, typed scalar values, or tensor maps:
+  the manifest's layout, encoded over the named buffer by ``Variant``) and the ``__constant__`` uploads. A
+  mismatch raises ValueError naming the argument. ``buffers`` maps an argument
   name to an object with ``numel()`` and ``element_size()`` (a torch.Tensor, or a stand-in in tests).
 - ``Variant(folder, buffers, constants)`` (GPU) loads the CUBIN into the current context, opts in to the
   dynamic shared memory above 48 KiB the launch needs, uploads the constants, and ``launch()`` enqueues one
@@ -25,6 +26,40 @@ DTYPES = {
     "i32": (4, ctypes.c_int32), "u32": (4, ctypes.c_uint32), "i64": (8, ctypes.c_int64), "u64": (8, ctypes.c_uint64),
 }
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+# cuda.h's CUtensorMapDataType for each dtype (bit-exact copies: signed 8/16-bit as unsigned), and the swizzle
+# and L2 promotion enums by byte count.
+TENSOR_MAP_TYPES = {"u8": 0, "i8": 0, "u16": 1, "i16": 1, "u32": 2, "i32": 3, "u64": 4, "i64": 5, "f16": 6,
+                    "f32": 7, "f64": 8, "bf16": 9}
+TENSOR_MAP_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+TENSOR_MAP_L2_PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}
+
+
+class TensorMap(ctypes.Structure):
+    """CUtensorMap: 128 opaque bytes (cuda.h aligns it to 64 or 128 bytes; the encoder gets an aligned copy)."""
+    _fields_ = [("opaque", ctypes.c_uint64 * 16)]
+
+
+def encode_tensor_map(driver, arg: dict, address: int) -> TensorMap:
+    """cuTensorMapEncodeTiled of a render manifest's tensor_map argument over `address` (zeros when disabled)."""
+    out = TensorMap()
+    if not arg.get("enabled", True):
+        return out
+    rank = len(arg["dims"])
+    # The driver wants the map 64-byte aligned (128 in CUDA 13's cuda.h): encode into an aligned scratch.
+    raw = ctypes.create_string_buffer(128 + 128)
+    aligned = (ctypes.addressof(raw) + 127) // 128 * 128
+    u64s, u32s = ctypes.c_uint64 * 5, ctypes.c_uint32 * 5
+    dims = u64s(*arg["dims"])
+    strides = u64s(*arg["strides_bytes"])
+    box = u32s(*arg["box"])
+    element_strides = u32s(1, 1, 1, 1, 1)
+    driver.check(driver.lib.cuTensorMapEncodeTiled(
+        ctypes.c_void_p(aligned), TENSOR_MAP_TYPES[arg["type"]], ctypes.c_uint32(rank), ctypes.c_void_p(address),
+        dims, strides, box, element_strides, 0, TENSOR_MAP_SWIZZLE[arg["swizzle"]],
+        TENSOR_MAP_L2_PROMOTION[arg["l2_promotion"]], 1 if arg["oob_fill"] == "nan" else 0),
+        f"cuTensorMapEncodeTiled({arg['name']})")
+    ctypes.memmove(ctypes.addressof(out), aligned, 128)
+    return out
 
 
 def load_manifest(folder: Path) -> dict:
@@ -48,6 +83,12 @@ def bind(manifest: dict, buffers: dict, constants: dict | None = None) -> dict:
         if dtype not in DTYPES:
             raise ValueError(f"argument {name}: unknown type {dtype}")
         size = DTYPES[dtype][0]
+        if kind == "tensor_map":
+            if a.get("enabled", True) and a.get("buffer") not in buffers:
+                raise ValueError(f"argument {name}: the tensor map views buffer {a.get('buffer')}, which the harness "
+                                 f"lacks (it has {sorted(buffers)})")
+            params.append(("tensor_map", name, dtype, a))
+            continue
         if kind == "scalar":
             ctype = DTYPES[dtype][1]
             if ctype is None:
@@ -130,6 +171,9 @@ class Variant:
         for kind, name, dtype, value in self.plan["params"]:
             if kind == "buffer":
                 self._values.append(ctypes.c_uint64(buffers[name].data_ptr()))
+            elif kind == "tensor_map":
+                address = buffers[value["buffer"]].data_ptr() if value.get("enabled", True) else 0
+                self._values.append(encode_tensor_map(self.d, value, address))
             else:
                 self._values.append(DTYPES[dtype][1](value))
         self._params = (ctypes.c_void_p * max(1, len(self._values)))(
