@@ -23,6 +23,13 @@
 //           A) or N (for B) is a multiple of 8, else element by element into the same layout. Needs the
 //           architecture-specific target sm_90a (kernel.yaml's `arch`); compiled for another target it
 //           stops at an #error. Dynamic shared memory: kernel.yaml's shared_memory expression.
+//           wgmma_tma = 1: the k-tiles arrive by TMA instead (cp.async.bulk.tensor.2d through the tensor
+//           maps tmA and tmB, 128-byte swizzle, zeros past the edges) into the same layout, each slot
+//           guarded by a "full" and an "empty" mbarrier; one thread issues the copies, either a thread of
+//           the first consumer warpgroup between its MMAs (wgmma_producer = 0) or a warpgroup of its own
+//           (wgmma_producer = 1: the block has wgmma_groups + 1 warpgroups, the last one the producer).
+//           Shapes whose rows are not 16-byte aligned (K or N not a multiple of 8) take the cp.async
+//           path, element by element, as before. Not yet run on a GPU (compile-checked only).
 #ifndef block_size_x
 #define block_size_x 16
 #endif
@@ -65,6 +72,21 @@
 #ifndef wgmma_stages
 #define wgmma_stages 4
 #endif
+#ifndef wgmma_tma
+#define wgmma_tma 0
+#endif
+#ifndef wgmma_producer
+#define wgmma_producer 0
+#endif
+
+// A TMA tensor map (the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned), passed by value as a
+// `const __grid_constant__` parameter so that its address is a parameter-space address the TMA unit can
+// read. kernel.yaml's tmA and tmB: made by kforge's GPU worker (cuTensorMapEncodeTiled) over A and B for
+// every launch when the configuration uses TMA and the shape allows it (see `when`), else 128 zero bytes
+// that the kernel does not use.
+struct __align__(64) gemm_tensor_map {
+  unsigned long long opaque[16];
+};
 
 // File-scope definitions of each alternative: its block size GEMM_THREADS (for launch bounds) and, for
 // wgmma, its shared-memory layout and PTX helpers.
@@ -81,7 +103,12 @@
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "gemm_bf16: wgmma.mma_async needs the architecture-specific target sm_90a (kernel.yaml: arch)"
 #endif
-#define GEMM_THREADS (128 * wgmma_groups)
+// Consumer warpgroups (the MMAs and the cp.async loads) first, then the producer warpgroup, if any.
+#define WG_CONSUMERS (128 * wgmma_groups)
+#define GEMM_THREADS (128 * (wgmma_groups + wgmma_producer))
+#if wgmma_producer && !wgmma_tma
+#error "gemm_bf16: wgmma_producer needs wgmma_tma (kernel.yaml's constraints)"
+#endif
 // One slot of the shared-memory ring, from a 1024-byte aligned base (so every 8-row x 128-byte swizzle
 // atom starts on a 1024-byte boundary and the descriptors' base offset is 0):
 //   A part: WG_BM x 64 bf16, K-major (as in global memory). Row m at m * 128 bytes; its 16-byte chunk j
@@ -106,12 +133,13 @@
 #define WG_B_BYTES (WG_BK * wgmma_n * 2)
 #define WG_SLOT_BYTES (WG_A_BYTES + WG_B_BYTES)
 #define WG_B_PANEL_BYTES (WG_BK * 128)
-// Per k-tile, each thread copies WG_A_CHUNKS 16-byte chunks of A (rows WG_A_STEP apart) and WG_B_CHUNKS
-// of B (k-rows WG_B_STEP apart); both divide exactly (GEMM_THREADS is a multiple of 8 and of wgmma_n / 8).
-#define WG_A_STEP (GEMM_THREADS / 8)
-#define WG_A_CHUNKS (WG_BM * 8 / GEMM_THREADS)
-#define WG_B_STEP (GEMM_THREADS / (wgmma_n / 8))
-#define WG_B_CHUNKS (WG_BK * wgmma_n / 8 / GEMM_THREADS)
+// cp.async path: per k-tile, each consumer thread copies WG_A_CHUNKS 16-byte chunks of A (rows WG_A_STEP
+// apart) and WG_B_CHUNKS of B (k-rows WG_B_STEP apart); both divide exactly (WG_CONSUMERS is a multiple of 8
+// and of wgmma_n / 8).
+#define WG_A_STEP (WG_CONSUMERS / 8)
+#define WG_A_CHUNKS (WG_BM * 8 / WG_CONSUMERS)
+#define WG_B_STEP (WG_CONSUMERS / (wgmma_n / 8))
+#define WG_B_CHUNKS (WG_BK * wgmma_n / 8 / WG_CONSUMERS)
 // Pipeline: WG_PENDING wgmma groups (k-tiles) left in flight while the next k-tile is issued (1 when
 // there are at least 3 slots), WG_AHEAD k-tiles loaded ahead; WG_PENDING + 1 + WG_AHEAD == wgmma_stages.
 #define WG_PENDING (wgmma_stages >= 3 ? 1 : 0)
@@ -157,6 +185,65 @@ template <int n>
 __device__ __forceinline__ void wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(n) : "memory");
 }
+// The consumer warpgroups' barrier: __syncthreads() when they are the whole block, else named barrier 1
+// over their WG_CONSUMERS threads (the producer warpgroup never takes part in it).
+__device__ __forceinline__ void wg_bar_consumers() {
+#if wgmma_producer
+  asm volatile("bar.sync 1, %0;\n" ::"n"(WG_CONSUMERS) : "memory");
+#else
+  __syncthreads();
+#endif
+}
+#if wgmma_tma
+// TMA path (PTX ISA: "Parallel Synchronization and Communication Instructions: mbarrier", "Data Movement
+// and Conversion Instructions: cp.async.bulk.tensor"). Per ring slot s two 8-byte mbarriers after the ring:
+//   full[s]   init count 1: completes a phase when the issuing thread's mbarrier.arrive.expect_tx (1
+//             arrival, +WG_SLOT_BYTES expected transaction bytes) and the TMA copies' complete_tx (A and B
+//             boxes: WG_SLOT_BYTES bytes in all, zero-filled elements included) have both happened.
+//   empty[s]  init count 4 * wgmma_groups: completes a phase when lane 0 of every consumer warp has arrived,
+//             after wgmma.wait_group showed that the MMAs reading the slot are done.
+// K-tile t uses slot t % wgmma_stages in round t / wgmma_stages; its full phase (and the empty phase that
+// frees it) has parity round & 1. Consumers wait full[s] with parity (t / stages) & 1; the issuing thread
+// waits empty[s] with parity (t / stages - 1) & 1 before refilling the slot for tile t >= stages.
+__device__ __forceinline__ void wg_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// After the initialising thread's mbarrier.init, before any other thread or the TMA unit uses them (with a
+// barrier after): fence.mbarrier_init orders the inits for other threads; fence.proxy.async for the async
+// proxy, through which the TMA's complete_tx reaches the barrier.
+__device__ __forceinline__ void wg_mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// One arrival (release semantics, CTA scope) that also raises the phase's expected transaction count by
+// `bytes`.
+__device__ __forceinline__ void wg_mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void wg_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Spins until the phase of parity `parity` has completed (acquire semantics, CTA scope: the TMA's writes
+// that completed it are visible after). The labels are local to the asm's { } scope.
+__device__ __forceinline__ void wg_mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWG_MBAR_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@done bra WG_MBAR_DONE;\nbra WG_MBAR_WAIT;\nWG_MBAR_DONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// The box of `map` at coordinates (c0, c1), c0 the innermost dimension (elements), into shared memory at
+// `dst` (1024-byte aligned for the 128-byte swizzle); completes `bytes` on the mbarrier `bar`.
+__device__ __forceinline__ void wg_tma_load_2d(unsigned dst, const gemm_tensor_map* map, int c0, int c1,
+                                               unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+#endif
 // Keeps the compiler from moving uses of an accumulator register across the asynchronous MMAs.
 __device__ __forceinline__ void wg_fence_operand(float& x) {
   asm volatile("" : "+f"(x)::"memory");
@@ -270,7 +357,8 @@ __device__ __forceinline__ void mma_m16n8k16(float* d, const unsigned int* a, co
 #define TC_PAD 8  // bf16 elements of padding per shared row: rows stay 16-byte aligned, banks spread
 
 extern "C" __global__ void gemm_bf16(int M, int N, int K, const unsigned short* A, const unsigned short* B,
-                                     float* C) {
+                                     float* C, const __grid_constant__ gemm_tensor_map tmA,
+                                     const __grid_constant__ gemm_tensor_map tmB) {
 //@kf tensor_core gemm begin=scalar
 #if 1
   const int m0 = blockIdx.y * BLOCK_M, n0 = blockIdx.x * BLOCK_N;
@@ -520,21 +608,9 @@ extern "C" __global__ void gemm_bf16(int M, int N, int K, const unsigned short* 
       load_elem(kt, slot);
   };
 
-  // Prologue: k-tiles 0 .. WG_AHEAD-1 into slots 0 .., one cp.async group each (empty past the last tile,
-  // so that k-tile t is always this thread's group t).
-#pragma unroll
-  for (int t = 0; t < WG_AHEAD; ++t) {
-    if (t < k_tiles) load(t, t);
-    wg_cp_async_commit();
-  }
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    // Groups committed so far: WG_AHEAD + kt; group kt (tile kt) must be complete.
-    wg_cp_async_wait<WG_AHEAD - 1>();
-    wg_fence_proxy_async();
-    // After the barrier: every thread's part of tile kt is in shared memory, and every warpgroup has
-    // finished the MMAs of tile kt - 1 - WG_PENDING (waited for at the end of the previous iteration),
-    // whose slot is refilled below.
-    __syncthreads();
+  // The MMAs of k-tile kt from its slot, as one wgmma group (K steps of 16, m64 blocks of the warpgroup's
+  // rows); the first MMA into each accumulator (kt 0, step 0) ignores its old value.
+  auto mma_tile = [&](int kt) {
     const unsigned slot_off = (kt % wgmma_stages) * WG_SLOT_BYTES;
     fence_acc();
     wg_fence();
@@ -546,11 +622,100 @@ extern "C" __global__ void gemm_bf16(int M, int N, int K, const unsigned short* 
         WG_MMA(acc[i], a_desc0 + ((slot_off + i * 64 * 128 + s * 32) >> 4), b_desc, kt > 0 || s > 0);
     }
     wg_commit();
-    // Slot (kt + WG_AHEAD) % wgmma_stages is the slot of tile kt - 1 - WG_PENDING.
-    if (kt + WG_AHEAD < k_tiles) load(kt + WG_AHEAD, (kt + WG_AHEAD) % wgmma_stages);
-    wg_cp_async_commit();
-    wg_wait<WG_PENDING>();
-    fence_acc();
+  };
+
+#if wgmma_tma
+  // TMA needs 16-byte aligned rows (global strides of K and N bf16): the condition of kernel.yaml's `when`
+  // for tmA and tmB, without which they are zeros. The same for every thread of the block.
+  if (vec) {
+    // full[s] at bars + 8 s, empty[s] at bars + 8 (wgmma_stages + s), right after the ring.
+    const unsigned bars = base + wgmma_stages * WG_SLOT_BYTES;
+    auto full = [&](int slot) { return bars + 8u * slot; };
+    auto empty = [&](int slot) { return bars + 8u * (wgmma_stages + slot); };
+    if (tid == 0) {
+#pragma unroll 1
+      for (int s = 0; s < wgmma_stages; ++s) {
+        wg_mbar_init(full(s), 1);
+        wg_mbar_init(empty(s), 4 * wgmma_groups);
+      }
+      wg_mbar_init_fence();
+    }
+    __syncthreads();
+    // K-tile t into slot t % wgmma_stages, by the one issuing thread: for t >= wgmma_stages it first waits
+    // until every consumer warp has released tile t - wgmma_stages (the empty phase of round t / stages - 1),
+    // then arrives on full with the slot's byte count and issues the copies that complete it: A's box
+    // [64 k, WG_BM rows] at (k0, m0), B's boxes [64 n, 64 k] at (n0 + 64 p, k0), one per 64-column panel.
+    auto produce = [&](int t) {
+      const int slot = t % wgmma_stages;
+      const unsigned dst = base + slot * WG_SLOT_BYTES;
+      if (t >= wgmma_stages) wg_mbar_wait(empty(slot), (unsigned)(t / wgmma_stages - 1) & 1u);
+      wg_mbar_arrive_expect_tx(full(slot), WG_SLOT_BYTES);
+      wg_tma_load_2d(dst, &tmA, t * WG_BK, m0, full(slot));
+#pragma unroll
+      for (int p = 0; p < wgmma_n / 64; ++p)
+        wg_tma_load_2d(dst + WG_A_BYTES + p * WG_B_PANEL_BYTES, &tmB, n0 + 64 * p, t * WG_BK, full(slot));
+    };
+#if wgmma_producer
+    // The producer warpgroup: one thread issues every k-tile, the others have nothing to do.
+    if (wg == wgmma_groups) {
+      if (tid == WG_CONSUMERS) {
+#pragma unroll 1
+        for (int t = 0; t < k_tiles; ++t) produce(t);
+      }
+      return;
+    }
+#else
+    // Thread 0 issues the first wgmma_stages k-tiles (every slot is free), the rest from the main loop.
+    if (tid == 0) {
+#pragma unroll 1
+      for (int t = 0; t < k_tiles && t < wgmma_stages; ++t) produce(t);
+    }
+    __syncwarp();
+#endif
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      wg_mbar_wait(full(kt % wgmma_stages), (unsigned)(kt / wgmma_stages) & 1u);
+      __syncwarp();  // converged for the .aligned wgmma instructions
+      mma_tile(kt);
+      wg_wait<WG_PENDING>();
+      fence_acc();
+      // This warp's MMAs of k-tile kt - WG_PENDING are complete: it no longer reads that slot.
+      if (kt >= WG_PENDING && tid % 32 == 0) wg_mbar_arrive(empty((kt - WG_PENDING) % wgmma_stages));
+#if !wgmma_producer
+      // Refill the slot just released with the tile wgmma_stages later (waiting for the other warps).
+      if (tid == 0 && kt >= WG_PENDING && kt - WG_PENDING + wgmma_stages < k_tiles)
+        produce(kt - WG_PENDING + wgmma_stages);
+#endif
+      __syncwarp();
+    }
+  } else
+#endif
+  {
+#if wgmma_producer
+    // cp.async path: the consumer warpgroups load for themselves; the producer warpgroup has no part.
+    if (wg >= wgmma_groups) return;
+#endif
+    // Prologue: k-tiles 0 .. WG_AHEAD-1 into slots 0 .., one cp.async group each (empty past the last tile,
+    // so that k-tile t is always this thread's group t).
+#pragma unroll
+    for (int t = 0; t < WG_AHEAD; ++t) {
+      if (t < k_tiles) load(t, t);
+      wg_cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      // Groups committed so far: WG_AHEAD + kt; group kt (tile kt) must be complete.
+      wg_cp_async_wait<WG_AHEAD - 1>();
+      wg_fence_proxy_async();
+      // After the barrier: every thread's part of tile kt is in shared memory, and every warpgroup has
+      // finished the MMAs of tile kt - 1 - WG_PENDING (waited for at the end of the previous iteration),
+      // whose slot is refilled below.
+      wg_bar_consumers();
+      mma_tile(kt);
+      // Slot (kt + WG_AHEAD) % wgmma_stages is the slot of tile kt - 1 - WG_PENDING.
+      if (kt + WG_AHEAD < k_tiles) load(kt + WG_AHEAD, (kt + WG_AHEAD) % wgmma_stages);
+      wg_cp_async_commit();
+      wg_wait<WG_PENDING>();
+      fence_acc();
+    }
   }
   wg_wait<0>();
   fence_acc();

@@ -5,8 +5,15 @@ __device__ double bf16_value(unsigned short h) {
   return (double)__uint_as_float((unsigned int)h << 16);  // a bf16 is the upper half of an f32
 }
 
+// The kernel's tensor maps (kernel.yaml's tmA, tmB: same signature), unused here.
+struct __align__(64) gemm_reference_tensor_map {
+  unsigned long long opaque[16];
+};
+
 extern "C" __global__ void gemm_bf16_reference(int M, int N, int K, const unsigned short* A,
-                                               const unsigned short* B, float* C) {
+                                               const unsigned short* B, float* C,
+                                               const __grid_constant__ gemm_reference_tensor_map,
+                                               const __grid_constant__ gemm_reference_tensor_map) {
   const long long threads_per_block = (long long)blockDim.x * blockDim.y * blockDim.z;
   const long long block = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
   const long long first = block * threads_per_block + (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
