@@ -10,6 +10,7 @@
 
 #include "evaluators/cuda/protocol.hpp"
 #include "kforge/error.hpp"
+#include "kforge/evaluators/compile.hpp"
 #include "kforge/kernel.hpp"
 #include "kforge/kforge.hpp"
 #include "support/test_support.hpp"
@@ -246,6 +247,55 @@ TEST(tensor_map, the_layout_travels_to_the_worker_unchanged) {
   EXPECT_FALSE(back.shapes[1].args[3].tensor_map->enabled);
   EXPECT_FALSE(back.shapes[0].args[2].tensor_map.has_value());  // A stays a buffer
   EXPECT_TRUE(back.shapes[0].args[2].buffer);
+}
+
+// The planted tensor-map faults that tests/gpu runs on an H200: every plant renders and compiles for sm_90
+// (so that only the planted fault can fail there), PLANT 5's box is refused before any GPU, PLANT 3 makes
+// no map, PLANT 1's dims cover half the rows.
+TEST(tensor_map, the_planted_faults_compile_and_resolve_as_planted) {
+  register_builtins();
+  const auto k = load_kernel_spec((test::source_dir() / "experiments/kernels/planted/tma.yaml").string());
+  test::temp_dir tmp;
+  compiler nvrtc(tmp.path() / "cache");
+  const auto plant = *k.space.param_index("PLANT");
+  for (std::int64_t p = 0; p <= 5; ++p) {
+    config c = k.defaults;
+    c[plant] = static_cast<std::uint32_t>(*k.space.value_index(plant, value(p)));
+    const auto v = render_variant(k, c);
+    compile_request r;
+    r.source = v.source;
+    r.name = "planted_tma.cu";
+    r.options = v.options;
+    r.name_expressions = {v.entry};
+    r.arch = "sm_90";
+    const auto out = nvrtc.compile(r);
+    EXPECT_TRUE(out.ok) << "PLANT " << p << ":\n" << out.log;
+    for (const auto& s : k.time_shapes) {
+      if (p == 5) {
+        try {
+          resolve_launch(k, c, s);
+          ADD_FAILURE() << "PLANT 5 resolved";
+        } catch (const error& e) {
+          EXPECT_NE(std::string(e.what()).find("box[1] = 512 is not in [1, 256]"), std::string::npos)
+              << e.what();
+        }
+        continue;
+      }
+      const auto plan = resolve_launch(k, c, s);
+      const auto& t = *plan.args[4].tensor_map;
+      EXPECT_EQ(t.enabled, p != 3) << p;
+      if (!t.enabled) continue;
+      EXPECT_EQ(t.dims[1], static_cast<std::uint64_t>(p == 1 ? 1024 : 2048)) << p;
+      EXPECT_EQ(t.box[0] * 4u, 128u);
+    }
+  }
+  // The reference (no TMA) compiles too.
+  compile_request r;
+  r.source = k.reference.source;
+  r.name = "planted_tma.cu";
+  r.name_expressions = {"planted_tma_reference"};
+  r.arch = "sm_90";
+  EXPECT_TRUE(nvrtc.compile(r).ok);
 }
 
 }  // namespace
