@@ -6,7 +6,8 @@
 //   2 the mbarrier expects 16 bytes more than the copy brings: its phase never completes (timeout)
 //   3 the description makes no map (`when` false): the copy goes through 128 zero bytes (a fault, or a
 //     phase that never completes: crashed, launch_failed or timeout)
-//   4 the copy's coordinates are one tile off (wrong_result)
+//   4 the copy's innermost coordinate is one element off (wrong_result; the boxes stay partly inside,
+//     as the correct ones at the edges do)
 //   5 the description's box is 512 rows, over the driver's 256 (invalid: refused before any GPU)
 // The TMA instructions exist from sm_90 on (no architecture-specific target needed).
 #ifndef PLANT
@@ -32,7 +33,7 @@ extern "C" __global__ void planted_tma(int rows, int cols, const float* x, float
   const unsigned bytes = TILE * TILE * 4;
 #endif
 #if PLANT == 4
-  const int copy_c0 = c0 + TILE;
+  const int copy_c0 = c0 + 1;
 #else
   const int copy_c0 = c0;
 #endif

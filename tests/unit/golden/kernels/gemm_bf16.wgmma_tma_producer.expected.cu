@@ -215,8 +215,8 @@ __device__ __forceinline__ void wg_bar_consumers() {
 // TMA path (PTX ISA: "Parallel Synchronization and Communication Instructions: mbarrier", "Data Movement
 // and Conversion Instructions: cp.async.bulk.tensor"). Per ring slot s two 8-byte mbarriers after the ring:
 //   full[s]   init count 1: completes a phase when the issuing thread's mbarrier.arrive.expect_tx (1
-//             arrival, +WG_SLOT_BYTES expected transaction bytes) and the TMA copies' complete_tx (A and B
-//             boxes: WG_SLOT_BYTES bytes in all, zero-filled elements included) have both happened.
+//             arrival, + the bytes of the boxes it copies: A's, and B's panels that start inside N) and the
+//             TMA copies' complete_tx (the same bytes, zero-filled elements included) have both happened.
 //   empty[s]  init count 4 * wgmma_groups: completes a phase when lane 0 of every consumer warp has arrived,
 //             after wgmma.wait_group showed that the MMAs reading the slot are done.
 // K-tile t uses slot t % wgmma_stages in round t / wgmma_stages; its full phase (and the empty phase that
@@ -658,19 +658,26 @@ extern "C" __global__ void gemm_bf16(int M, int N, int K, const unsigned short* 
       wg_mbar_init_fence();
     }
     __syncthreads();
+    // B panels with a column inside N (at least 1: n0 < N). The others would be boxes wholly out of bounds;
+    // they are not copied, and the MMAs read stale shared memory there, which only reaches accumulator
+    // columns n >= N, never stored.
+    const int b_panels = min(wgmma_n / 64, (N - n0 + 63) / 64);
     // K-tile t into slot t % wgmma_stages, by the one issuing thread: for t >= wgmma_stages it first waits
     // until every consumer warp has released tile t - wgmma_stages (the empty phase of round t / stages - 1),
-    // then arrives on full with the slot's byte count and issues the copies that complete it: A's box
-    // [64 k, WG_BM rows] at (k0, m0), B's boxes [64 n, 64 k] at (n0 + 64 p, k0), one per 64-column panel.
+    // then arrives on full with the bytes of the copies it issues next, which complete it: A's box
+    // [64 k, WG_BM rows] at (k0, m0), and B's boxes [64 n, 64 k] at (n0 + 64 p, k0), one per 64-column
+    // panel p < b_panels. A and B boxes start inside the tensors (k0 < K, m0 < M, n0 + 64 p < N), and a box
+    // partly out of bounds still delivers all its bytes (zeros outside).
     auto produce = [&](int t) {
       const int slot = t % wgmma_stages;
       const unsigned dst = base + slot * WG_SLOT_BYTES;
       if (t >= wgmma_stages) wg_mbar_wait(empty(slot), (unsigned)(t / wgmma_stages - 1) & 1u);
-      wg_mbar_arrive_expect_tx(full(slot), WG_SLOT_BYTES);
+      wg_mbar_arrive_expect_tx(full(slot), WG_A_BYTES + b_panels * WG_B_PANEL_BYTES);
       wg_tma_load_2d(dst, &tmA, t * WG_BK, m0, full(slot));
 #pragma unroll
       for (int p = 0; p < wgmma_n / 64; ++p)
-        wg_tma_load_2d(dst + WG_A_BYTES + p * WG_B_PANEL_BYTES, &tmB, n0 + 64 * p, t * WG_BK, full(slot));
+        if (p < b_panels)
+          wg_tma_load_2d(dst + WG_A_BYTES + p * WG_B_PANEL_BYTES, &tmB, n0 + 64 * p, t * WG_BK, full(slot));
     };
 #if wgmma_producer
     // The producer warpgroup: one thread issues every k-tile, the others have nothing to do.
