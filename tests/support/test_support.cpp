@@ -9,6 +9,8 @@
 #include <fstream>
 #include <random>
 
+#include "kforge/error.hpp"
+#include "kforge/kforge.hpp"
 #include "kforge/random.hpp"
 
 namespace kf::test {
@@ -99,6 +101,28 @@ std::vector<std::filesystem::path> suite_kernels() {
 
 std::string suite_kernel_name(const std::filesystem::path& yaml) {
   return yaml.parent_path().filename().string();
+}
+
+std::filesystem::path suite_kernel_yaml(const std::string& name) {
+  for (const auto& p : suite_kernels())
+    if (suite_kernel_name(p) == name) return p;
+  return {};
+}
+
+kernel_spec load_suite_kernel(const std::string& name) {
+  register_builtins();
+  const auto yaml = suite_kernel_yaml(name);
+  if (yaml.empty()) throw error("no experiments/kernels/" + name + "/kernel.yaml in the suite");
+  return load_kernel_spec(yaml.string());
+}
+
+std::string param_value(const kernel_spec& k, const config& c, const char* name) {
+  const auto i = k.space.param_index(name);
+  return i ? k.space.value_of(c, *i).str() : std::string("?");
+}
+
+int int_param(const kernel_spec& k, const config& c, const char* name) {
+  return std::stoi(param_value(k, c, name));
 }
 
 std::vector<config> suite_genomes(const kernel_spec& k, const std::string& name, int n) {

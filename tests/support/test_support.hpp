@@ -49,6 +49,15 @@ std::optional<std::string> python_with(const std::string& module, std::string& w
 std::vector<std::filesystem::path> suite_kernels();
 /// <name> of experiments/kernels/<name>/kernel.yaml.
 std::string suite_kernel_name(const std::filesystem::path& yaml);
+/// experiments/kernels/<name>/kernel.yaml of the suite; empty when there is none.
+std::filesystem::path suite_kernel_yaml(const std::string& name);
+/// The suite kernel's description, the built-in plug-ins registered; throws kf::error naming the kernel
+/// when the suite has none of that name.
+kernel_spec load_suite_kernel(const std::string& name);
+/// The value of parameter `name` in `c` as Python's str() writes it ("?" when the space has no such
+/// parameter), and as an integer (throws when it is not one).
+std::string param_value(const kernel_spec& k, const config& c, const char* name);
+int int_param(const kernel_spec& k, const config& c, const char* name);
 /// The configurations every suite check runs: the baseline (k.defaults) first, then `n` random valid
 /// ones drawn with a seed derived from the kernel's name (the same genomes in CI's compile test and in
 /// the GPU correctness test).

@@ -123,9 +123,7 @@ TEST(Alternatives, UniformDrawsAreUnchangedWhereThereAreNoAlternatives) {
 }
 
 kernel_spec suite_kernel(const std::string& name) {
-  for (const auto& yaml : test::suite_kernels())
-    if (test::suite_kernel_name(yaml) == name) return load_kernel_spec(yaml.string());
-  throw error("no experiments/kernels/" + name);
+  return test::load_suite_kernel(name);
 }
 
 std::set<std::string> alternative_names(const search_space& space) {

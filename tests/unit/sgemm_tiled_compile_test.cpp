@@ -28,9 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path sgemm_yaml() {
-  for (const auto& p : test::suite_kernels())
-    if (test::suite_kernel_name(p) == "sgemm") return p;
-  return {};
+  return test::suite_kernel_yaml("sgemm");
 }
 
 const compiler& nvrtc() {
@@ -39,13 +37,8 @@ const compiler& nvrtc() {
   return c;
 }
 
-std::string param_value(const kernel_spec& k, const config& c, const char* name) {
-  const auto i = k.space.param_index(name);
-  return i ? k.space.value_of(c, *i).str() : std::string("?");
-}
-int int_param(const kernel_spec& k, const config& c, const char* name) {
-  return std::stoi(param_value(k, c, name));
-}
+using test::int_param;
+using test::param_value;
 
 // Every valid configuration that chooses the tiled alternative.
 std::vector<config> tiled_configs(const kernel_spec& k) {

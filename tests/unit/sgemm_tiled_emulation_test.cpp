@@ -274,18 +274,11 @@ const std::map<tile_params, std::pair<emulator, layout_facts>>& emulators() {
 #undef SGEMM_TILED_SHAPE
 
 const kernel_spec& sgemm_spec() {
-  static const kernel_spec k = [] {
-    register_builtins();
-    for (const auto& p : test::suite_kernels())
-      if (test::suite_kernel_name(p) == "sgemm") return load_kernel_spec(p.string());
-    throw std::runtime_error("no experiments/kernels/sgemm");
-  }();
+  static const kernel_spec k = test::load_suite_kernel("sgemm");
   return k;
 }
 
-int int_param(const kernel_spec& k, const config& c, const char* name) {
-  return static_cast<int>(k.space.value_of(c, *k.space.param_index(name)).as_int());
-}
+using test::int_param;
 
 // The space's tiled configurations, by tile parameters (launch_bounds and the pinned parameters aside).
 std::map<tile_params, config> tiled_configs() {

@@ -32,26 +32,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path gemm_bf16_yaml() {
-  for (const auto& p : test::suite_kernels())
-    if (test::suite_kernel_name(p) == "gemm_bf16") return p;
-  return {};
-}
-
 const compiler& nvrtc() {
   static test::temp_dir dir;
   static compiler c(dir.path() / "nvrtc-cache");
   return c;
 }
 
-std::string param_value(const kernel_spec& k, const config& c, const char* name) {
-  const auto i = k.space.param_index(name);
-  return i ? k.space.value_of(c, *i).str() : std::string("?");
-}
-
-int int_param(const kernel_spec& k, const config& c, const char* name) {
-  return std::stoi(param_value(k, c, name));
-}
+using test::int_param;
+using test::param_value;
 
 // Every valid configuration that chooses wgmma, without launch bounds (the other launch_bounds values
 // cap registers on purpose and may spill: slow variants, not wrong ones); with `tma` and `producer` given,
@@ -185,10 +173,7 @@ void check_configurations(const kernel_spec& k, const std::vector<config>& confi
 }
 
 kernel_spec gemm_bf16() {
-  register_builtins();
-  const auto yaml = gemm_bf16_yaml();
-  if (yaml.empty()) throw error("no experiments/kernels/gemm_bf16");
-  return load_kernel_spec(yaml.string());
+  return test::load_suite_kernel("gemm_bf16");
 }
 
 TEST(wgmma_compile, every_cp_async_configuration_compiles_for_sm_90a_without_spills_or_serialised_mmas) {
@@ -268,7 +253,7 @@ TEST(wgmma_compile, a_tma_producer_configuration_renders_as_the_golden_file) {
 
 TEST(wgmma_compile, the_wgmma_alternative_refuses_plain_sm_90) {
   register_builtins();
-  const auto yaml = gemm_bf16_yaml();
+  const auto yaml = test::suite_kernel_yaml("gemm_bf16");
   ASSERT_FALSE(yaml.empty()) << "no experiments/kernels/gemm_bf16";
   const auto k = load_kernel_spec(yaml.string());
   const auto configs = wgmma_configs(k);
