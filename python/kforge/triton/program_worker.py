@@ -487,7 +487,7 @@ class Worker:
             return
         t1 = time.perf_counter()
         try:
-            module = self._import(req, [])
+            module = self.import_variant(req, [])
             wrapper = self._bind(req, module)
         except VariantFailure as e:
             raise VariantFailure("launch_failed", "the original program: " + e.message)
@@ -551,7 +551,11 @@ class Worker:
             if same:
                 shape.write_only.add(path)
 
-    def _import(self, req: dict, knobs: list):
+    def import_variant(self, req: dict, knobs: list):
+        """The program of req ({"program": path, "end_marker": str or None}) cut at its end marker, with
+        `knobs` applied, imported as a fresh module. Raises VariantFailure with the trial status that
+        fits (launch_failed: unreadable; invalid: a knob does not apply; compile_failed: it does not
+        parse or import)."""
         try:
             with open(req["program"], encoding="utf-8") as f:
                 source = cut_program(f.read(), req.get("end_marker"))
@@ -635,7 +639,7 @@ class Worker:
                 timed.append(t % n)
             stage = "import"
             t0 = time.perf_counter()
-            module = self._import(req, knobs)
+            module = self.import_variant(req, knobs)
             wrapper = self._bind(req, module)
             stage = "check"
             for i, shape in enumerate(self.shapes):  # the first call compiles (Triton's JIT): not locked

@@ -92,7 +92,7 @@ def check(experiment: dict, harness: str, knobs: list[dict], worker) -> tuple[bo
 
 def variant_module(experiment: dict, knobs: list[dict], worker):
     p = experiment["problem"]
-    return worker._import({"program": p["program"], "end_marker": p.get("end_marker")}, knobs)
+    return worker.import_variant({"program": p["program"], "end_marker": p.get("end_marker")}, knobs)
 
 
 def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, rep_ms: float) -> tuple[dict, dict]:
