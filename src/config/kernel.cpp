@@ -4,6 +4,8 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <regex>
 #include <set>
 
@@ -392,6 +394,74 @@ std::string tensor_map_problem(const tensor_map_layout& t, dtype type, std::uint
   return {};
 }
 
+namespace {
+
+// include_packages: header packages found on this machine at run time, so that a description names no
+// machine path. Each resolves to include folders, in search order; nullopt when the package is absent.
+bool is_file(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(p, ec);
+}
+
+std::string env_or_empty(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::string(e) : std::string();
+}
+
+// cutlass: the C++ headers (include/cute, include/cutlass) of PyPI's nvidia-cutlass, which installs
+// them as site-packages/cutlass_library/source/include. $KFORGE_CUTLASS_INCLUDE when set (only it);
+// else the first <dir>/.venv/lib/python*/site-packages holding them, for <dir> the description's
+// folder and each folder above it, then $KFORGE_SOURCE_DIR.
+std::optional<std::vector<std::filesystem::path>> cutlass_include(const std::filesystem::path& base,
+                                                                  std::string& looked) {
+  const auto holds = [](const std::filesystem::path& d) { return is_file(d / "cute/tensor.hpp"); };
+  if (const auto env = env_or_empty("KFORGE_CUTLASS_INCLUDE"); !env.empty()) {
+    looked = "$KFORGE_CUTLASS_INCLUDE=" + env + " (no cute/tensor.hpp there)";
+    if (holds(env)) return std::vector<std::filesystem::path>{env};
+    return std::nullopt;
+  }
+  std::vector<std::filesystem::path> roots;
+  for (auto d = std::filesystem::absolute(base); !d.empty(); d = d.parent_path()) {
+    roots.push_back(d);
+    if (d == d.parent_path()) break;
+  }
+  if (const auto env = env_or_empty("KFORGE_SOURCE_DIR"); !env.empty()) roots.emplace_back(env);
+  for (const auto& r : roots) {
+    std::error_code ec;
+    const auto lib = r / ".venv" / "lib";
+    if (!std::filesystem::is_directory(lib, ec)) continue;
+    std::vector<std::filesystem::path> pythons;  // sorted: the same choice on every run
+    for (const auto& e : std::filesystem::directory_iterator(lib, ec))
+      if (e.path().filename().string().rfind("python", 0) == 0) pythons.push_back(e.path());
+    std::sort(pythons.begin(), pythons.end());
+    for (const auto& py : pythons) {
+      const auto d = py / "site-packages" / "cutlass_library" / "source" / "include";
+      if (holds(d)) return std::vector<std::filesystem::path>{d};
+    }
+  }
+  looked =
+      "<dir>/.venv/lib/python*/site-packages/cutlass_library/source/include for the description's folder "
+      "and those above it (install it with scripts/install-deps, or set KFORGE_CUTLASS_INCLUDE)";
+  return std::nullopt;
+}
+
+// cuda: the CUDA Toolkit's headers, for code that includes CUDA or CCCL (libcu++) headers under NVRTC,
+// which has none built in here: <root>/include/cccl (cuda/std/...) then <root>/include (cuda_runtime_api.h,
+// which CuTe includes), for <root> $KFORGE_CUDA_HOME, else $CUDA_HOME, else /usr/local/cuda.
+std::optional<std::vector<std::filesystem::path>> cuda_include(std::string& looked) {
+  std::filesystem::path root = "/usr/local/cuda";
+  if (auto e = env_or_empty("KFORGE_CUDA_HOME"); !e.empty())
+    root = e;
+  else if (auto h = env_or_empty("CUDA_HOME"); !h.empty())
+    root = h;
+  const auto inc = root / "include";
+  looked = inc.string() + " (needs cuda_runtime_api.h and cccl/cuda/std/cstdint; set KFORGE_CUDA_HOME)";
+  if (!is_file(inc / "cuda_runtime_api.h") || !is_file(inc / "cccl/cuda/std/cstdint")) return std::nullopt;
+  return std::vector<std::filesystem::path>{inc / "cccl", inc};
+}
+
+}  // namespace
+
 using namespace kernel_parse;
 
 kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::string& kp) {
@@ -399,7 +469,7 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   check_keys(doc, node, kp,
              {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints",
               "arguments", "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline",
-              "transforms", "include_dirs", "language", "constexprs", "arch"});
+              "transforms", "include_dirs", "include_packages", "language", "constexprs", "arch"});
   kernel_spec k;
   k.base_dir = doc.base_dir;
   auto req = [&](const char* key) -> const json& {
@@ -430,6 +500,21 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
       std::error_code ec;
       if (!std::filesystem::is_directory(d, ec)) doc.at(ikey).fail("no such folder: " + d.string());
       k.include_dirs.push_back(d);
+    }
+  }
+  if (const auto& pkgs = child(node, "include_packages"); !pkgs.is_null()) {
+    const auto pkey = join_key(kp, "include_packages");
+    if (!pkgs.is_array()) doc.at(pkey).fail("expected a list of header packages (cutlass, cuda)");
+    for (std::size_t i = 0; i < pkgs.size(); ++i) {
+      const auto ikey = pkey + "[" + std::to_string(i) + "]";
+      if (!pkgs[i].is_string() || (pkgs[i] != "cutlass" && pkgs[i] != "cuda"))
+        doc.at(ikey).fail("expected cutlass or cuda");
+      std::string looked;
+      const auto dirs = pkgs[i] == "cutlass" ? cutlass_include(doc.base_dir, looked) : cuda_include(looked);
+      if (!dirs)
+        doc.at(ikey).fail("the " + pkgs[i].get<std::string>() + " headers were not found: looked in " +
+                          looked);
+      k.include_dirs.insert(k.include_dirs.end(), dirs->begin(), dirs->end());
     }
   }
   const auto& entry = req("entry");
