@@ -18,8 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "kforge/evaluators/compile.hpp"
 #include "kforge/error.hpp"
+#include "kforge/evaluators/compile.hpp"
+#include "kforge/evaluators/cuda.hpp"
 #include "kforge/kernel.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/random.hpp"
@@ -31,6 +32,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int random_configs = 24;  // per kernel, besides the baseline
+// gemm_bf16_cute: each CuTe instantiation takes 10-70 s of NVRTC on a 2-core machine, so only 2 random
+// configurations here; tests/unit/template_kernel_test.cpp compiles a larger seeded sample.
+constexpr int random_template_configs = 2;
 
 /// One shared compiler for the whole file: its cache lives in a temporary directory.
 const compiler& nvrtc() {
@@ -85,7 +89,7 @@ TEST(kernel_suite_discovery, finds_the_suite) {
   for (const auto& p : all)
     names.push_back(test::suite_kernel_name(p));
   for (const char* expected : {"saxpy", "bias_gelu", "reduce_sum", "softmax", "layernorm", "transpose",
-                               "sgemm", "gemm_bf16", "conv2d", "heat2d", "attention"})
+                               "sgemm", "gemm_bf16", "gemm_bf16_cute", "conv2d", "heat2d", "attention"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end())
         << "no experiments/kernels/" << expected;
 }
@@ -107,7 +111,9 @@ TEST_P(kernel_suite, loads_renders_and_compiles_for_sm_90) {
     EXPECT_NO_THROW(resolve_launch(k, k.defaults, s)) << name << " default on " << shape_text(s);
   rendered_variant base;
   ASSERT_NO_THROW(base = render_variant(k, k.defaults)) << name;
-  EXPECT_EQ(base.source, with_defines(k, k.defaults, k.source, k.source_file))
+  // With injection template the parameters go into the entry's template arguments, not #defines.
+  EXPECT_EQ(base.source,
+            k.injection == "template" ? k.source : with_defines(k, k.defaults, k.source, k.source_file))
       << name << ": the default configuration does not render the source unchanged";
 
   // Roofline bounds on the (first) time shape.
@@ -122,8 +128,8 @@ TEST_P(kernel_suite, loads_renders_and_compiles_for_sm_90) {
   const double floor_ms = roofline_floor_ms(k, rb, h200_peaks);
 
   // The configurations to compile: the baseline and seeded random valid ones.
-  const std::vector<config> configs = test::suite_genomes(k, name, random_configs);
-  const auto file = fs::path(k.source_file).filename().string();
+  const std::vector<config> configs =
+      test::suite_genomes(k, name, name == "gemm_bf16_cute" ? random_template_configs : random_configs);
 
   std::vector<job> jobs;
   for (std::size_t i = 0; i < configs.size(); ++i) {
@@ -147,11 +153,9 @@ TEST_P(kernel_suite, loads_renders_and_compiles_for_sm_90) {
     }
     job j;
     j.what = what;
-    j.request.source = v.source;
-    j.request.name = file;
-    j.request.options = v.options;
-    j.request.name_expressions = {v.entry};
-    j.request.arch = k.arch.empty() ? "sm_90" : k.arch;
+    // As the nvrtc builder forms it: the include folders (the description's include_dirs and
+    // include_packages) as -I options and the headers found there.
+    j.request = variant_compile_request(k, v, k.source_file, "sm_90");
     j.check = [what, plans](const compile_result& res) {
       const auto& m = res.kernels.front().metrics;
       if (m.spill_stores_bytes > 0)  // allowed (a slow variant, not a wrong one): reported
@@ -175,6 +179,8 @@ TEST_P(kernel_suite, loads_renders_and_compiles_for_sm_90) {
     j.request.name = fs::path(k.reference.source_file).filename().string();
     j.request.options = k.compiler_options;
     j.request.options.insert(j.request.options.end(), k.reference.options.begin(), k.reference.options.end());
+    for (const auto& d : k.include_dirs)
+      j.request.options.push_back("-I" + d.string());
     j.request.name_expressions = {k.reference.entry};
     j.request.arch = k.arch.empty() ? "sm_90" : k.arch;
     jobs.push_back(std::move(j));

@@ -72,7 +72,8 @@ TEST(wgmma_compile, gemm_bf16_is_compiled_for_sm_90a_and_other_kernels_for_the_e
   register_builtins();
   for (const auto& yaml : test::suite_kernels()) {
     const auto k = load_kernel_spec(yaml.string());
-    if (test::suite_kernel_name(yaml) == "gemm_bf16")
+    const auto name = test::suite_kernel_name(yaml);
+    if (name == "gemm_bf16" || name == "gemm_bf16_cute")  // wgmma
       EXPECT_EQ(k.arch, "sm_90a");
     else
       EXPECT_EQ(k.arch, "") << yaml;
