@@ -151,17 +151,20 @@ TEST(include_packages, a_header_upgrade_changes_the_compile_cache_key) {
   EXPECT_NE(key_now(), before);
 }
 
+// gemm_bf16_cute's description; its load fails (kf::error, which fails the test) where the CUTLASS headers
+// are missing, with where they come from.
+kernel_spec cute_kernel() {
+  try {
+    return test::load_suite_kernel("gemm_bf16_cute");
+  } catch (const error& e) {
+    throw error(std::string(e.what()) +
+                "\n(the CUTLASS headers come from scripts/install-deps, or set KFORGE_CUTLASS_INCLUDE)");
+  }
+}
+
 // The rendered variant of a template kernel is the source unchanged plus its name expression.
 TEST(gemm_bf16_cute, renders_the_source_unchanged_and_the_template_arguments_into_the_entry) {
-  register_builtins();
-  const auto yaml = test::source_dir() / "experiments/kernels/gemm_bf16_cute/kernel.yaml";
-  kernel_spec k;
-  try {
-    k = load_kernel_spec(yaml.string());
-  } catch (const error& e) {
-    FAIL() << e.what()
-           << "\n(the CUTLASS headers come from scripts/install-deps, or set KFORGE_CUTLASS_INCLUDE)";
-  }
+  const auto k = cute_kernel();
   const auto v = render_variant(k, k.defaults);
   EXPECT_EQ(v.source, k.source);
   EXPECT_EQ(v.entry, "gemm_bf16_cute<128, 128, 64, 1, 1, 4, 1>");
@@ -186,15 +189,7 @@ TEST(gemm_bf16_cute, renders_the_source_unchanged_and_the_template_arguments_int
 // takes 10-70 s of NVRTC on a 2-core machine): a seeded sample of 4 valid configurations besides the
 // default (seed 1702: the same sample on every run), besides the kernel_suite test's baseline and 2.
 TEST(gemm_bf16_cute, a_seeded_sample_compiles_for_sm_90a_without_spills_and_fits_an_h200) {
-  register_builtins();
-  const auto yaml = test::source_dir() / "experiments/kernels/gemm_bf16_cute/kernel.yaml";
-  kernel_spec k;
-  try {
-    k = load_kernel_spec(yaml.string());
-  } catch (const error& e) {
-    FAIL() << e.what()
-           << "\n(the CUTLASS headers come from scripts/install-deps, or set KFORGE_CUTLASS_INCLUDE)";
-  }
+  const auto k = cute_kernel();
   ASSERT_EQ(k.injection, "template");
   rng r(1702);
   std::vector<config> configs{k.defaults};
