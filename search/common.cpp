@@ -43,7 +43,19 @@ std::vector<alternative_strata> find_alternatives(const search_space& space, std
   if (candidates.empty()) return out;
   // As draw_unseen: a space is enumerated for this only when its cartesian size is at most 1e9 (the
   // constraints prune the enumeration; sgemm's 1.4e8 takes 0.2 s), or when it already was.
-  if (!space.enumerated() && space.cartesian_size() > 1e9) return out;
+  if (!space.enumerated()) {
+    if (space.cartesian_size() > 1e9) return out;
+    // Enumerating a large, loosely constrained space only to find it too big would cost seconds to
+    // minutes: estimate the valid count first from 1000 unconstrained draws (a fixed seed, so the result
+    // is deterministic and the caller's random stream untouched), one hit added for an upper estimate.
+    rng r(0x5eed);
+    std::size_t hits = 1;
+    constexpr std::size_t draws = 1000;
+    for (std::size_t i = 0; i < draws; ++i)
+      if (space.is_valid(space.sample_unconstrained(r))) ++hits;
+    if (space.cartesian_size() * static_cast<double>(hits) / draws > static_cast<double>(max_valid))
+      return out;
+  }
   const valid_set* vs = nullptr;
   try {
     vs = &space.valid();

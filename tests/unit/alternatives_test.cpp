@@ -64,6 +64,19 @@ TEST(Alternatives, BalancedImplementationsNeedNoStrata) {
   EXPECT_TRUE(find_alternatives(space).empty());
 }
 
+TEST(Alternatives, ALargeLooselyConstrainedSpaceIsNotEnumeratedToFindThem) {
+  // 2 x 100^4 = 2e8 configurations, about 1e8 valid: over the 4e6 that strata may list. The estimate from
+  // unconstrained draws says so before any enumeration.
+  std::vector<param> ps;
+  ps.push_back(make_param("impl", param_type::string, {value("a"), value("b")}));
+  ps.back().ordered = false;
+  for (const char* name : {"x1", "x2", "x3", "x4"})
+    ps.push_back(make_param(name, param_type::integer, ints(1, 100)));
+  const search_space space(std::move(ps), {"impl == 'a' or x1 == 1"});
+  EXPECT_TRUE(find_alternatives(space).empty());
+  EXPECT_FALSE(space.enumerated());
+}
+
 // Times from a hash of the configuration: the same distribution for every implementation.
 struct time_by_hash {
   std::vector<trial> evaluate(std::span<const evaluation_request> batch) {

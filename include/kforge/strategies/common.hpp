@@ -36,8 +36,8 @@ struct alternative_strata {
 };
 
 /// Every alternative of the space, in parameter order. Empty when the space has none, when its valid set
-/// is not yet enumerated and its cartesian size exceeds 1e9, or when it holds more than `max_valid`
-/// configurations (the strata list every member).
+/// is not yet enumerated and its cartesian size exceeds 1e9 or 1000 unconstrained draws estimate more than
+/// `max_valid` valid configurations, or when it holds more than `max_valid` (the strata list every member).
 std::vector<alternative_strata> find_alternatives(const search_space& space,
                                                   std::size_t max_valid = 4'000'000);
 
