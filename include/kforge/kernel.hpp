@@ -46,6 +46,7 @@ enum class arg_role : std::uint8_t { in, out, inout };
 /// bytes aligned to 64). Expressions over the shape's problem sizes and the configuration's parameters.
 struct tensor_map_spec {
   std::string buffer;               ///< the buffer argument it views; its dtype is the map's element type
+  std::size_t buffer_arg = 0;       ///< that argument's index in kernel_spec::args (set when it is read)
   std::vector<expression> dims;     ///< elements per dimension, innermost first (rank 1 to 5)
   std::vector<expression> strides;  ///< elements between consecutive indices of dims 1..rank-1; empty: packed
   std::vector<expression> box;  ///< elements per dimension of one copy (shared-memory tile), innermost first

@@ -723,6 +723,7 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     });
     if (it == k.args.end())
       doc.at(key + ".buffer").fail("no buffer argument named '" + a.tensor_map->buffer + "'");
+    a.tensor_map->buffer_arg = static_cast<std::size_t>(it - k.args.begin());
     a.type = it->type;
     if (a.tensor_map->oob_nan && !is_floating(a.type))
       doc.at(key + ".oob_fill")
@@ -868,11 +869,9 @@ tensor_map_layout resolve_tensor_map(const kernel_spec& k, std::size_t i, const 
         return t;
       }
     }
-    const auto b = std::find_if(p.args.begin(), p.args.end(), [&](const resolved_arg& r) {
-      return r.name == m.buffer && r.buffer && !r.constant;
-    });
-    if (b == p.args.end()) throw error(what + ": no buffer argument named '" + m.buffer + "'");
-    t.buffer = static_cast<std::size_t>(b - p.args.begin());
+    // p.args holds one resolved argument per k.args entry, in order.
+    const auto* b = &p.args[m.buffer_arg];
+    t.buffer = m.buffer_arg;
     t.rank = static_cast<std::uint32_t>(m.dims.size());
     auto count = [&](const expression& e, const std::string& key, std::int64_t lo, std::int64_t hi) {
       const auto v = as_count(eval_in(e, k, c, s, (what + ": " + key).c_str()), what + ": " + key);
