@@ -157,8 +157,9 @@ struct kernel_spec {
   /// Folders searched for #include'd files: the source's folder first, then the description's
   /// include_dirs. Every header found there is part of the compile cache key.
   std::vector<std::filesystem::path> include_dirs;
-  /// Extra #defines of every variant, as expressions over the parameters and the first timed shape (a T1
-  /// kernel's block_size_x/y/z and grid_size_x/y/z, as Kernel Tuner defines them).
+  /// Extra #defines of every variant, as expressions over the parameters and the first timed shape: a
+  /// description's `defines:` (e.g. a filter size fixed at compile time for the timed problem), a T1
+  /// kernel's block_size_x/y/z and grid_size_x/y/z (as Kernel Tuner defines them).
   std::vector<std::pair<std::string, expression>> defines;
   /// Kernel Tuner's source conventions (T1 kernels): a parameter loop_unroll_factor_<x> of value 0 removes
   /// its `#pragma unroll loop_unroll_factor_<x>` line (the compiler then decides).

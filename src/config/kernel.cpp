@@ -114,7 +114,8 @@ fill_spec parse_fill(const document& doc, const json& v, const std::string& key)
     doc.at(key).fail(
         "expected a fill: normal, uniform, iota, {normal: [mean, std]}, {uniform: [lo, hi]}, {iota: [start, "
         "step]} or {constant: x}");
-  const auto& [name, args] = *v.items().begin();
+  const std::string name = v.begin().key();
+  const json& args = v.begin().value();
   f.k = kind_of(name);
   if (f.k == fill_spec::kind::constant) {
     if (!args.is_number()) doc.at(key + "." + name).fail("expected a number");
@@ -464,12 +465,16 @@ std::optional<std::vector<std::filesystem::path>> cuda_include(std::string& look
 
 using namespace kernel_parse;
 
+namespace {
+value eval_in(const expression& e, const kernel_spec& k, const config& c, const shape& s, const char* what);
+}  // namespace
+
 kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::string& kp) {
   if (!node.is_object()) doc.at(kp).fail("expected a kernel description (a mapping)");
   check_keys(doc, node, kp,
              {"name", "source", "entry", "injection", "compiler_options", "parameters", "constraints",
               "arguments", "grid", "block", "shared_memory", "shapes", "reference", "tolerance", "roofline",
-              "transforms", "include_dirs", "include_packages", "language", "constexprs", "arch"});
+              "transforms", "include_dirs", "include_packages", "language", "constexprs", "arch", "defines"});
   kernel_spec k;
   k.base_dir = doc.base_dir;
   auto req = [&](const char* key) -> const json& {
@@ -769,6 +774,21 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
     if (!child(node, "constexprs").is_null())
       doc.at(join_key(kp, "constexprs")).fail("only a Triton kernel (language: triton) takes constexprs");
   }
+  // defines: extra macros of every variant, expressions over the parameters and the first time shape (a
+  // specialisation on the timed problem; the check shapes run the same binary).
+  if (const auto& ds = child(node, "defines"); !ds.is_null()) {
+    const auto dkey = join_key(kp, "defines");
+    if (k.language != "cuda" || k.injection != "defines")
+      doc.at(dkey).fail("only a CUDA kernel with injection: defines takes defines (Triton: constexprs)");
+    if (!ds.is_object()) doc.at(dkey).fail("expected {MACRO: expression of the parameters and the time shape}");
+    static const std::regex macro_name("[A-Za-z_][A-Za-z0-9_]*");
+    for (const auto& [name, v] : ds.items()) {
+      const auto ikey = dkey + "." + name;
+      if (!std::regex_match(name, macro_name)) doc.at(ikey).fail("expected a C identifier as the macro's name");
+      if (k.space.param_index(name)) doc.at(ikey).fail("also a tuning parameter, which is #defined already");
+      k.defines.emplace_back(name, parse_expr(doc, v, ikey));
+    }
+  }
   k.shared_memory = child(node, "shared_memory").is_null()
                         ? expression::parse("0")
                         : parse_expr(doc, node["shared_memory"], join_key(kp, "shared_memory"));
@@ -806,6 +826,13 @@ kernel_spec parse_kernel_spec(const document& doc, const json& node, const std::
   }
   // Every expression must only use known names: check on the first time shape at the defaults. A tensor
   // map that breaks the driver's rules there is reported at its own key.
+  for (const auto& [name, e] : k.defines) {
+    try {
+      eval_in(e, k, k.defaults, k.time_shapes.front(), ("#define " + name).c_str());
+    } catch (const error& ex) {
+      doc.at(join_key(kp, "defines." + name)).fail(ex.what());
+    }
+  }
   try {
     check_default_launches(k);
   } catch (const tensor_map_error& e) {

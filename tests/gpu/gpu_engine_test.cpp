@@ -146,11 +146,13 @@ TEST(gpu, planted_tensor_map_faults_come_back_as_failing_trials) {
         EXPECT_EQ(t.st, status::ok) << t.error;
         break;
       case 1:
-      case 4:
         EXPECT_EQ(t.st, status::wrong_result) << t.error;
         break;
       case 2:
         EXPECT_EQ(t.st, status::timeout) << t.error;
+        break;
+      case 4:  // the H200 raises CUDA_ERROR_ILLEGAL_INSTRUCTION (measured 2026-12-04), see planted_tma.cu
+        EXPECT_EQ(t.st, status::crashed) << t.error;
         break;
       case 3:
         EXPECT_TRUE(t.st == status::crashed || t.st == status::launch_failed || t.st == status::timeout)

@@ -153,6 +153,7 @@ TEST(render_cli, mistakes_are_usage_errors_that_say_what_is_wrong) {
                                     {"tile_x", 1},
                                     {"tile_y", 1},
                                     {"use_shared", 0},
+                                    {"impl", "direct"},
                                     {"unroll_filter_rows", 0},
                                     {"unroll_filter_cols", 0},
                                     {"read_only", "none"},

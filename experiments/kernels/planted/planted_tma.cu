@@ -6,8 +6,9 @@
 //   2 the mbarrier expects 16 bytes more than the copy brings: its phase never completes (timeout)
 //   3 the description makes no map (`when` false): the copy goes through 128 zero bytes (a fault, or a
 //     phase that never completes: crashed, launch_failed or timeout)
-//   4 the copy's innermost coordinate is one element off (wrong_result; the boxes stay partly inside,
-//     as the correct ones at the edges do)
+//   4 the copy's innermost coordinate is one element off, so the box starts 4 bytes past a 16-byte boundary
+//     (crashed: the H200 raised CUDA_ERROR_ILLEGAL_INSTRUCTION on 2026-12-04, not the zero-filled or shifted
+//     copy that was expected; either way a failing trial)
 //   5 the description's box is 512 rows, over the driver's 256 (invalid: refused before any GPU)
 // The TMA instructions exist from sm_90 on (no architecture-specific target needed).
 #ifndef PLANT
