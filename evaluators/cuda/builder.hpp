@@ -74,6 +74,8 @@ struct nvrtc_builder_options {
   std::filesystem::path cache_dir;  ///< compile cache and CUBIN files
   std::size_t threads = 1;          ///< NVRTC compilations at once
   bool static_filter = true;        ///< a variant that cannot launch by its static resources is invalid
+  /// Not empty: compilations run as child processes of this command (kforge-worker; compile_pool).
+  std::vector<std::string> compile_process;
 };
 
 /// CUDA C++ through NVRTC. `limits` are the device's (from the runner's greeting) for the occupancy

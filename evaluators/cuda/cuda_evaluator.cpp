@@ -148,6 +148,7 @@ struct cuda_options {
     c.all_devices = read_pool_options(o, c.run);
     c.run.command = {c.worker.string(), "--device", "{device}", "--cache",
                      (c.build.cache_dir / "nvrtc").string()};
+    if (o.boolean("compile_processes")) c.build.compile_process = {c.worker.string()};
     c.run.command.insert(c.run.command.end(), c.worker_args.begin(), c.worker_args.end());
     c.run.log_dir = ctx.run_dir.empty() ? c.build.cache_dir / "logs" : ctx.run_dir / "workers";
     c.triton.log_dir = c.run.log_dir / "triton";
@@ -409,6 +410,9 @@ void register_cuda_evaluator() {
           {pool_option_specs(300.0, "a worker silent this long is killed"),
            {int_option("compile_threads", 0, "NVRTC threads or Triton compile processes (0: one per core)", 0,
                        1024),
+            bool_option("compile_processes", true,
+                        "NVRTC compilations in kforge-worker child processes (NVRTC parses one process's "
+                        "sources one at a time: header-heavy kernels compile in parallel only this way)"),
             optional_option(
                 "python", option_type::string,
                 "the Python with triton for Triton kernels (default: $KFORGE_PYTHON, <repo>/.venv, python3)"),

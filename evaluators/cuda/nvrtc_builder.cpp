@@ -112,7 +112,7 @@ class nvrtc_builder final : public builder {
     std::filesystem::create_directories(opt_.cache_dir / "cubin");
     compiler_ = std::make_unique<compiler>(opt_.cache_dir / "nvrtc");
     opt_.threads = std::max<std::size_t>(1, opt_.threads);
-    pool_ = std::make_unique<compile_pool>(*compiler_, opt_.threads, 2 * opt_.threads + 4);
+    pool_ = std::make_unique<compile_pool>(*compiler_, opt_.threads, 2 * opt_.threads + 4, opt_.compile_process);
     build_reference();
   }
 

@@ -23,8 +23,8 @@
 #include "evaluators/cuda/nvrtc/cubin_reader.hpp"
 #include "evaluators/cuda/nvrtc/occupancy_reference.hpp"
 #include "evaluators/cuda/nvrtc/ptxas_log.hpp"
-#include "kforge/evaluators/compile.hpp"
 #include "kforge/error.hpp"
+#include "kforge/evaluators/compile.hpp"
 #include "support/test_support.hpp"
 
 namespace kf {
@@ -750,6 +750,56 @@ TEST(cubin_reader, rejects_malformed_images) {
       (void)read_cubin(bad);
     } catch (const kf::error&) {
     }
+  }
+}
+
+}  // namespace
+}  // namespace kf
+
+namespace kf {
+namespace {
+
+std::string worker_program() {
+  return (std::filesystem::path(KFORGE_CLI).parent_path() / "kforge-worker").string();
+}
+
+// Out of process: kforge-worker --compile compiles into the cache and the pool reads the entry (not a
+// hit for the caller: cache_hit false, the child's wall time); the request files are removed; the same
+// request again is a hit without a child.
+TEST(compile_pool, compilations_in_child_processes_come_back_through_the_cache) {
+  test::temp_dir tmp;
+  compiler c(tmp.path() / "cache");
+  compile_pool pool(c, 2, 4, {worker_program()});
+  const auto a = pool.submit(request(trivial_src, {"trivial"}, {"-DA"}));
+  const auto b = pool.submit(request(trivial_src, {"trivial"}, {"-DB"}));
+  for (const auto t : {a, b}) {
+    const auto r = pool.take(t);
+    ASSERT_TRUE(r.ok) << r.log;
+    EXPECT_FALSE(r.cache_hit);
+    EXPECT_GT(r.seconds, 0.0);
+    EXPECT_FALSE(r.cubin.empty());
+    EXPECT_EQ(r.kernels.at(0).name_expression, "trivial");
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.path() / "cache/requests"));
+  const auto again = pool.take(pool.submit(request(trivial_src, {"trivial"}, {"-DA"})));
+  EXPECT_TRUE(again.cache_hit);
+  // A compile error comes back as the child cached it.
+  const auto bad = pool.take(pool.submit(request("extern \"C\" __global__ void k( {", {"k"})));
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.log.find("error"), std::string::npos) << bad.log;
+}
+
+// A child that leaves no entry (here a program that is not kforge-worker, or none at all) is followed by
+// the compilation in this process.
+TEST(compile_pool, a_child_that_leaves_no_result_falls_back_to_the_compilation_in_process) {
+  test::temp_dir tmp;
+  compiler c(tmp.path() / "cache");
+  for (const std::string& program : {std::string("/bin/true"), (tmp.path() / "no-such-program").string()}) {
+    compile_pool pool(c, 1, 1, {program});
+    const auto r =
+        pool.take(pool.submit(request(trivial_src, {"trivial"}, {"-DP" + std::to_string(program.size())})));
+    ASSERT_TRUE(r.ok) << program << ": " << r.log;
+    EXPECT_FALSE(r.cache_hit) << program;
   }
 }
 

@@ -175,6 +175,26 @@ std::optional<compile_result> decode_cache_entry(std::string_view bytes, const s
   return r;
 }
 
+nlohmann::json request_to_json(const compile_request& r) {
+  return {{"source", r.source},        {"name", r.name}, {"options", r.options},
+          {"name_expressions", r.name_expressions}, {"arch", r.arch}, {"headers", r.headers}};
+}
+
+compile_request request_from_json(const nlohmann::json& j) {
+  try {
+    compile_request r;
+    r.source = j.at("source").get<std::string>();
+    r.name = j.at("name").get<std::string>();
+    r.options = j.at("options").get<std::vector<std::string>>();
+    r.name_expressions = j.at("name_expressions").get<std::vector<std::string>>();
+    r.arch = j.at("arch").get<std::string>();
+    r.headers = j.at("headers").get<std::map<std::string, std::string>>();
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw kf::error(std::string("a compile request: ") + e.what());
+  }
+}
+
 disk_cache::disk_cache(std::filesystem::path dir) : dir_(std::move(dir)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,11 @@ namespace kf::cuda::detail {
 inline constexpr std::uint32_t compile_cache_format = 1;
 
 std::string compile_cache_key(const compile_request& r, std::string_view nvrtc_version);
+
+/// A compile request as JSON (the request file of an out-of-process compilation) and back; throws
+/// kf::error on a malformed document.
+nlohmann::json request_to_json(const compile_request& r);
+compile_request request_from_json(const nlohmann::json& j);
 
 /// Serialised entry (the result's cache_hit and seconds are not stored).
 std::string encode_cache_entry(const compile_result& r);

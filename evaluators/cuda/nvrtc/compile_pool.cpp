@@ -14,17 +14,32 @@
 //    process still wins) and thread_stack_size of at least 64 MiB for NVRTC's front end (effective for
 //    worker threads that oneTBB creates after the pool, i.e. when the pool is the first TBB user).
 //  - The destructor skips compilations that have not started and waits for running ones.
+//  - Out of process (compile.hpp): the request file is written next to the cache entries
+//    (<cache>/requests/, a name unique to the process and ticket) and removed after the child; the child's
+//    stdin, stdout and stderr are /dev/null (its result, log included, is the cache entry). The cache is
+//    looked up before a child starts, so a hit costs no process.
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <map>
 #include <mutex>
 
-#include "kforge/evaluators/compile.hpp"
+#include "evaluators/cuda/nvrtc/compile_cache.hpp"
 #include "kforge/error.hpp"
+#include "kforge/evaluators/compile.hpp"
+
+extern char** environ;
 
 namespace kf {
 namespace {
@@ -35,17 +50,72 @@ std::size_t parallelism_for(std::size_t threads) {
   return std::max<std::size_t>(threads + 1, static_cast<std::size_t>(tbb::info::default_concurrency()));
 }
 
+// Runs `command... --compile FILE --cache DIR` and waits for it; false when it could not be started.
+bool run_child(const std::vector<std::string>& command, const std::filesystem::path& file,
+               const std::filesystem::path& cache) {
+  std::vector<std::string> words = command;
+  words.insert(words.end(), {"--compile", file.string(), "--cache", cache.string()});
+  std::vector<char*> argv;
+  for (auto& w : words)
+    argv.push_back(w.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return false;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return true;
+}
+
+// The out-of-process compilation of one request (compile.hpp): the cached entry, else a child's, else
+// the compilation in this process.
+compile_result compile_in_child(const compiler& comp, const std::vector<std::string>& command,
+                                const compile_request& r, std::uint64_t ticket) {
+  if (auto hit = comp.cached(r)) return std::move(*hit);
+  const auto start = std::chrono::steady_clock::now();
+  const auto dir = comp.cache_dir() / "requests";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const auto file = dir / ("request-" + std::to_string(::getpid()) + "-" + std::to_string(ticket) + ".json");
+  bool ran = false;
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << cuda::detail::request_to_json(r).dump();
+    if (out.good()) {
+      out.close();
+      ran = run_child(command, file, comp.cache_dir());
+    }
+  }
+  std::filesystem::remove(file, ec);
+  if (ran)
+    if (auto got = comp.cached(r)) {
+      got->cache_hit = false;
+      got->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return std::move(*got);
+    }
+  return comp.compile(r);
+}
+
 }  // namespace
 
 struct compile_pool::impl {
-  impl(const compiler& c, std::size_t threads, std::size_t max)
+  impl(const compiler& c, std::size_t threads, std::size_t max, std::vector<std::string> process_command)
       : comp(c),
+        process(c.cache_dir().empty() ? std::vector<std::string>{} : std::move(process_command)),
         max_in_flight(max),
         parallelism(tbb::global_control::max_allowed_parallelism, parallelism_for(threads)),
         stack(tbb::global_control::thread_stack_size, worker_stack_bytes),
         arena(static_cast<int>(threads), 0) {}
 
   const compiler& comp;
+  const std::vector<std::string> process;  // empty: compile in this process
   const std::size_t max_in_flight;
   tbb::global_control parallelism;
   tbb::global_control stack;
@@ -68,12 +138,13 @@ struct compile_pool::impl {
   }
 };
 
-compile_pool::compile_pool(const compiler& c, std::size_t threads, std::size_t max_in_flight) {
+compile_pool::compile_pool(const compiler& c, std::size_t threads, std::size_t max_in_flight,
+                           std::vector<std::string> process) {
   if (threads == 0 || max_in_flight == 0)
     throw kf::error("compile_pool needs at least one thread and max_in_flight >= 1");
   if (threads > 4096)
     throw kf::error("compile_pool: " + std::to_string(threads) + " threads is not a sensible pool");
-  impl_ = std::make_unique<impl>(c, threads, max_in_flight);
+  impl_ = std::make_unique<impl>(c, threads, max_in_flight, std::move(process));
 }
 
 compile_pool::~compile_pool() {
@@ -102,7 +173,7 @@ compile_pool::ticket compile_pool::submit(compile_request r) {
     }
     if (!skip) {
       try {
-        result = s.comp.compile(req);
+        result = s.process.empty() ? s.comp.compile(req) : compile_in_child(s.comp, s.process, req, t);
       } catch (const std::exception& e) {
         result = compile_result{};
         result.log = std::string("kforge: compile failed: ") + e.what() + "\n";

@@ -214,11 +214,27 @@ compile_result run_nvrtc(const compile_request& r, bool& cacheable) {
 
 struct compiler::impl {
   std::optional<cuda::detail::disk_cache> cache;
+  std::filesystem::path cache_dir;
   std::string version = compiler::nvrtc_version();
 };
 
 compiler::compiler(std::filesystem::path cache_dir) : impl_(std::make_unique<impl>()) {
+  impl_->cache_dir = cache_dir;
   if (!cache_dir.empty()) impl_->cache.emplace(std::move(cache_dir));
+}
+
+std::optional<compile_result> compiler::cached(const compile_request& r) const {
+  if (!impl_->cache) return std::nullopt;
+  auto hit = impl_->cache->load(compile_cache_key(r, impl_->version));
+  if (hit) {
+    hit->cache_hit = true;
+    hit->seconds = 0;
+  }
+  return hit;
+}
+
+const std::filesystem::path& compiler::cache_dir() const {
+  return impl_->cache_dir;
 }
 
 compiler::~compiler() = default;

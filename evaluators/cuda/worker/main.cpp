@@ -3,6 +3,8 @@
 // (a fault or a hung kernel) it exits at once, and the driver starts a new worker.
 //
 //   kforge-worker --device N --cache DIR      serve requests on GPU N
+//   kforge-worker --compile FILE --cache DIR  compile the request in FILE (JSON) with NVRTC into the
+//                                             compile cache DIR and exit (no GPU: compile_pool's child)
 //   kforge-worker --fake [--fake-ms T] [--fake-die-after K]
 //                                             no GPU: answer every request after T ms (tests of the
 //                                             driver); a function named *crash* aborts the process,
@@ -16,12 +18,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
 
 #include "evaluators/cuda/worker/driver_api.hpp"
 #include "evaluators/cuda/worker/gpu_worker.hpp"
+#include "evaluators/cuda/nvrtc/compile_cache.hpp"
 #include "evaluators/cuda/protocol.hpp"
 #include "kforge/error.hpp"
 
@@ -77,6 +81,22 @@ int serve_fake(double fake_ms, long die_after) {
   return 0;
 }
 
+// --compile: the request compiled into the cache (the parent reads the result from there). 0 when the
+// result is in the cache (a compile error included), 1 otherwise.
+int compile_request_file(const std::string& file, const std::string& cache) {
+  try {
+    if (cache.empty()) throw kf::error("--compile needs --cache DIR");
+    std::ifstream in(file, std::ios::binary);
+    const auto request = kf::cuda::detail::request_from_json(nlohmann::json::parse(in));
+    const kf::compiler c(cache);
+    (void)c.compile(request);
+    return c.cached(request) ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "kforge-worker --compile: " << e.what() << "\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,11 +105,14 @@ int main(int argc, char** argv) {
   bool fake = false;
   double fake_ms = 5;
   long die_after = -1;
+  std::string compile_file;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
       device = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--cache") && i + 1 < argc)
       cache = argv[++i];
+    else if (!std::strcmp(argv[i], "--compile") && i + 1 < argc)
+      compile_file = argv[++i];
     else if (!std::strcmp(argv[i], "--fake"))
       fake = true;
     else if (!std::strcmp(argv[i], "--count")) {
@@ -115,6 +138,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!compile_file.empty()) return compile_request_file(compile_file, cache);
   if (fake) return serve_fake(fake_ms, die_after);
   // Modules load eagerly, so that module loading never falls inside a timed region.
   ::setenv("CUDA_MODULE_LOADING", "EAGER", 1);

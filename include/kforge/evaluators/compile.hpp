@@ -108,6 +108,11 @@ class compiler {
   compiler& operator=(const compiler&) = delete;
 
   compile_result compile(const compile_request& r) const;
+  /// The disk cache's entry for `r` (cache_hit = true), without compiling; nullopt on a miss or without a
+  /// disk cache.
+  std::optional<compile_result> cached(const compile_request& r) const;
+  /// The disk cache's folder (empty: none).
+  const std::filesystem::path& cache_dir() const;
 
   /// NVRTC's version, e.g. "13.0".
   static std::string nvrtc_version();
@@ -124,9 +129,19 @@ class compiler {
 /// queue unbounded work (each NVRTC compilation holds 120-160 MB). A single-threaded caller must therefore
 /// take a result before submitting more than `max_in_flight` requests. Tickets start at 1. Details:
 /// evaluators/cuda/nvrtc/compile_pool.cpp.
+///
+/// Out of process: with `process` not empty (and a compiler with a disk cache), each compilation that
+/// misses the cache runs as a child process `process... --compile FILE --cache DIR` (kforge-worker), FILE
+/// the request as JSON, DIR the compiler's cache, where the child stores its result; the pool then reads
+/// it from there (cache_hit false, seconds the child's wall time). Reason: NVRTC runs the front end of
+/// one process's compilations one at a time (measured with NVRTC 13.0: two threads parsing CuTe's
+/// headers take twice as long as one, two processes no longer than one), which serialises header-heavy
+/// kernels (CUTLASS/CuTe templates) whatever `threads` is. A child that leaves no entry (it could not
+/// start, crashed, or hit an NVRTC failure that is not cached) is followed by the compilation in process.
 class compile_pool {
  public:
-  compile_pool(const compiler& c, std::size_t threads, std::size_t max_in_flight);
+  compile_pool(const compiler& c, std::size_t threads, std::size_t max_in_flight,
+               std::vector<std::string> process = {});
   ~compile_pool();
   compile_pool(const compile_pool&) = delete;
   compile_pool& operator=(const compile_pool&) = delete;
