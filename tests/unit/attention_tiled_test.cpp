@@ -45,6 +45,7 @@
 
 #include "kforge/kernel.hpp"
 #include "kforge/kforge.hpp"
+#include "support/block_fibers.hpp"
 #include "support/test_support.hpp"
 
 // ---- CUDA built-ins for attention.cu on the host -----------------------------------------------------
@@ -102,95 +103,7 @@ namespace attention_host {
 namespace kf {
 namespace {
 
-// ---- Threads of one block as fibers (as in sgemm_tiled_emulation_test.cpp) ------------------------------
-class block_fibers {
- public:
-  enum class order { forward, reverse, shuffled };
-
-  explicit block_fibers(int threads)
-      : ctx_(static_cast<std::size_t>(threads)),
-        done_(static_cast<std::size_t>(threads)),
-        arrivals_(static_cast<std::size_t>(threads)) {
-    while (stacks().size() < ctx_.size())
-      stacks().push_back(std::make_unique<char[]>(stack_bytes));
-  }
-
-  std::string run(const std::function<void()>& body, order o, std::mt19937& rng) {
-    body_ = &body;
-    const int n = static_cast<int>(ctx_.size());
-    for (int t = 0; t < n; ++t) {
-      prepare(ctx_[static_cast<std::size_t>(t)], stacks()[static_cast<std::size_t>(t)].get(), &main_);
-      done_[static_cast<std::size_t>(t)] = false;
-      arrivals_[static_cast<std::size_t>(t)] = 0;
-    }
-    std::vector<int> perm(static_cast<std::size_t>(n));
-    std::iota(perm.begin(), perm.end(), 0);
-    if (o == order::reverse) std::reverse(perm.begin(), perm.end());
-    block_fibers* const outer = current;
-    current = this;
-    std::string error;
-    for (int interval = 1;; ++interval) {
-      if (o == order::shuffled) std::shuffle(perm.begin(), perm.end(), rng);
-      for (int t : perm) {
-        if (done_[static_cast<std::size_t>(t)]) continue;
-        running_ = t;
-        attention_host::threadIdx = {static_cast<unsigned>(t), 0, 0};
-        swapcontext(&main_, &ctx_[static_cast<std::size_t>(t)]);
-      }
-      const auto ended = std::count(done_.begin(), done_.end(), true);
-      if (ended == n) break;
-      if (ended != 0) {
-        error = std::to_string(ended) + " threads ended while " + std::to_string(n - ended) +
-                " wait at switch " + std::to_string(interval);
-        break;
-      }
-      for (int t = 0; t < n; ++t)
-        if (arrivals_[static_cast<std::size_t>(t)] != interval) {
-          error = "thread " + std::to_string(t) + " at switch " +
-                  std::to_string(arrivals_[static_cast<std::size_t>(t)]) + ", expected " +
-                  std::to_string(interval);
-          break;
-        }
-      if (!error.empty()) break;
-    }
-    current = outer;
-    return error;
-  }
-
-  static void sync() {
-    block_fibers& b = *current;
-    ++b.arrivals_[static_cast<std::size_t>(b.running_)];
-    swapcontext(&b.ctx_[static_cast<std::size_t>(b.running_)], &b.main_);
-  }
-
- private:
-  static constexpr std::size_t stack_bytes = 128 * 1024;
-  [[gnu::noinline]] static void prepare(ucontext_t& c, char* stack, ucontext_t* link) {
-    getcontext(&c);
-    c.uc_stack.ss_sp = stack;
-    c.uc_stack.ss_size = stack_bytes;
-    c.uc_link = link;
-    makecontext(&c, &block_fibers::fiber_main, 0);
-  }
-  static void fiber_main() {
-    block_fibers& b = *current;
-    (*b.body_)();
-    b.done_[static_cast<std::size_t>(b.running_)] = true;
-  }
-
-  static std::vector<std::unique_ptr<char[]> >& stacks() {
-    static std::vector<std::unique_ptr<char[]> > s;
-    return s;
-  }
-
-  static inline block_fibers* current = nullptr;
-  ucontext_t main_{};
-  std::vector<ucontext_t> ctx_;
-  std::vector<bool> done_;
-  std::vector<int> arrivals_;
-  int running_ = 0;
-  const std::function<void()>* body_ = nullptr;
-};
+using test::block_fibers;
 
 // Values published by the lanes for the shuffle in progress (one slot per thread of the block).
 std::vector<float>& shuffle_slots() {
@@ -203,7 +116,7 @@ long long bad_shuffles = 0;  // partner outside the warp or the block, or a mask
 }  // namespace kf
 
 void attention_host::__syncthreads() {
-  kf::block_fibers::sync();
+  kf::test::block_fibers::sync();
 }
 
 float attention_host::__shfl_xor_sync(unsigned mask, float v, int lane_mask) {
@@ -211,9 +124,9 @@ float attention_host::__shfl_xor_sync(unsigned mask, float v, int lane_mask) {
   if (mask != 0xffffffffu || lane_mask < 0 || lane_mask >= 32 || partner >= blockDim.x) ++kf::bad_shuffles;
   auto& slots = kf::shuffle_slots();
   slots[t] = v;
-  kf::block_fibers::sync();
+  kf::test::block_fibers::sync();
   const float r = slots[partner < blockDim.x ? partner : t];
-  kf::block_fibers::sync();
+  kf::test::block_fibers::sync();
   return r;
 }
 
@@ -263,7 +176,9 @@ std::string emulate(const launch_args& a, std::mt19937& rng) {
             a.seq, a.causal, a.scale, a.Q, a.K, a.V, a.O, reinterpret_cast<float*>(smem.data()),
             static_cast<int>(a.grid[0] - 1 - bx), static_cast<int>(by));
       };
-      const auto e = fibers.run(body, a.order, rng);
+      const auto e = fibers.run(body, a.order, rng, [](int t) {
+        attention_host::threadIdx = {static_cast<unsigned>(t), 0, 0};
+      });
       if (!e.empty()) return "block (" + std::to_string(bx) + ", " + std::to_string(by) + "): " + e;
     }
   return "";
