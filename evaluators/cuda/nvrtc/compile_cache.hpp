@@ -39,6 +39,7 @@ class disk_cache {
  public:
   /// Creates `dir` when needed; throws kf::error when it cannot.
   explicit disk_cache(std::filesystem::path dir);
+  const std::filesystem::path& dir() const { return dir_; }
   std::filesystem::path entry_path(const std::string& key) const { return dir_ / (key + ".kfc"); }
   /// The entry for `key`, or nullopt (absent or corrupt: a miss).
   std::optional<compile_result> load(const std::string& key) const;

@@ -78,7 +78,8 @@ bool run_child(const std::vector<std::string>& command, const std::filesystem::p
 // the compilation in this process.
 compile_result compile_in_child(const compiler& comp, const std::vector<std::string>& command,
                                 const compile_request& r, std::uint64_t ticket) {
-  if (auto hit = comp.cached(r)) return std::move(*hit);
+  const std::string key = comp.cache_key(r);  // hashed once: for header-heavy requests it is not cheap
+  if (auto hit = comp.cached(key)) return std::move(*hit);
   const auto start = std::chrono::steady_clock::now();
   const auto dir = comp.cache_dir() / "requests";
   std::error_code ec;
@@ -95,7 +96,7 @@ compile_result compile_in_child(const compiler& comp, const std::vector<std::str
   }
   std::filesystem::remove(file, ec);
   if (ran)
-    if (auto got = comp.cached(r)) {
+    if (auto got = comp.cached(key)) {
       got->cache_hit = false;
       got->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       return std::move(*got);

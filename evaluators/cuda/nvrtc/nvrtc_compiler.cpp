@@ -23,8 +23,8 @@
 #include "evaluators/cuda/nvrtc/compile_cache.hpp"
 #include "evaluators/cuda/nvrtc/cubin_reader.hpp"
 #include "evaluators/cuda/nvrtc/ptxas_log.hpp"
-#include "kforge/evaluators/compile.hpp"
 #include "kforge/error.hpp"
+#include "kforge/evaluators/compile.hpp"
 
 namespace kf {
 namespace {
@@ -214,18 +214,20 @@ compile_result run_nvrtc(const compile_request& r, bool& cacheable) {
 
 struct compiler::impl {
   std::optional<cuda::detail::disk_cache> cache;
-  std::filesystem::path cache_dir;
   std::string version = compiler::nvrtc_version();
 };
 
 compiler::compiler(std::filesystem::path cache_dir) : impl_(std::make_unique<impl>()) {
-  impl_->cache_dir = cache_dir;
   if (!cache_dir.empty()) impl_->cache.emplace(std::move(cache_dir));
 }
 
-std::optional<compile_result> compiler::cached(const compile_request& r) const {
+std::string compiler::cache_key(const compile_request& r) const {
+  return compile_cache_key(r, impl_->version);
+}
+
+std::optional<compile_result> compiler::cached(const std::string& key) const {
   if (!impl_->cache) return std::nullopt;
-  auto hit = impl_->cache->load(compile_cache_key(r, impl_->version));
+  auto hit = impl_->cache->load(key);
   if (hit) {
     hit->cache_hit = true;
     hit->seconds = 0;
@@ -234,19 +236,15 @@ std::optional<compile_result> compiler::cached(const compile_request& r) const {
 }
 
 const std::filesystem::path& compiler::cache_dir() const {
-  return impl_->cache_dir;
+  static const std::filesystem::path none;
+  return impl_->cache ? impl_->cache->dir() : none;
 }
 
 compiler::~compiler() = default;
 
 compile_result compiler::compile(const compile_request& r) const {
-  const std::string key = compile_cache_key(r, impl_->version);
-  if (impl_->cache)
-    if (auto hit = impl_->cache->load(key)) {
-      hit->cache_hit = true;
-      hit->seconds = 0;
-      return std::move(*hit);
-    }
+  const std::string key = cache_key(r);
+  if (auto hit = cached(key)) return std::move(*hit);
   const auto start = std::chrono::steady_clock::now();
   bool cacheable = false;
   compile_result res = run_nvrtc(r, cacheable);

@@ -1,6 +1,7 @@
 // kforge-worker: one process per GPU, driven by the cuda evaluator over stdin/stdout (one JSON message
-// per line, evaluators/cuda/protocol.hpp, carried by evaluators/runner). It owns the device's primary context; after a fatal response
-// (a fault or a hung kernel) it exits at once, and the driver starts a new worker.
+// per line, evaluators/cuda/protocol.hpp, carried by evaluators/runner). It owns the device's primary
+// context; after a fatal response (a fault or a hung kernel) it exits at once, and the driver starts a new
+// worker.
 //
 //   kforge-worker --device N --cache DIR      serve requests on GPU N
 //   kforge-worker --compile FILE --cache DIR  compile the request in FILE (JSON) with NVRTC into the
@@ -23,10 +24,10 @@
 #include <string>
 #include <thread>
 
-#include "evaluators/cuda/worker/driver_api.hpp"
-#include "evaluators/cuda/worker/gpu_worker.hpp"
 #include "evaluators/cuda/nvrtc/compile_cache.hpp"
 #include "evaluators/cuda/protocol.hpp"
+#include "evaluators/cuda/worker/driver_api.hpp"
+#include "evaluators/cuda/worker/gpu_worker.hpp"
 #include "kforge/error.hpp"
 
 namespace {
@@ -59,7 +60,8 @@ int serve_fake(double fake_ms, long die_after) {
     if (die_after >= 0 && served++ >= die_after) std::_Exit(1);
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(fake_ms));
     if (req.candidate.function.find("crash") != std::string::npos) std::abort();
-    if (req.candidate.function.find("hang") != std::string::npos) std::this_thread::sleep_for(std::chrono::hours(1));
+    if (req.candidate.function.find("hang") != std::string::npos)
+      std::this_thread::sleep_for(std::chrono::hours(1));
     kf::gpu::evaluate_response r;
     r.id = req.id;
     if (req.candidate.function.find("fatal") != std::string::npos) {
@@ -81,8 +83,8 @@ int serve_fake(double fake_ms, long die_after) {
   return 0;
 }
 
-// --compile: the request compiled into the cache (the parent reads the result from there). 0 when the
-// result is in the cache (a compile error included), 1 otherwise.
+// --compile: the request compiled into the cache (the parent reads the result from there, and compiles
+// in its own process when there is none). 1 when the request could not be read or NVRTC not used.
 int compile_request_file(const std::string& file, const std::string& cache) {
   try {
     if (cache.empty()) throw kf::error("--compile needs --cache DIR");
@@ -90,7 +92,7 @@ int compile_request_file(const std::string& file, const std::string& cache) {
     const auto request = kf::cuda::detail::request_from_json(nlohmann::json::parse(in));
     const kf::compiler c(cache);
     (void)c.compile(request);
-    return c.cached(request) ? 0 : 1;
+    return 0;
   } catch (const std::exception& e) {
     std::cerr << "kforge-worker --compile: " << e.what() << "\n";
     return 1;

@@ -108,9 +108,12 @@ class compiler {
   compiler& operator=(const compiler&) = delete;
 
   compile_result compile(const compile_request& r) const;
-  /// The disk cache's entry for `r` (cache_hit = true), without compiling; nullopt on a miss or without a
-  /// disk cache.
-  std::optional<compile_result> cached(const compile_request& r) const;
+  /// The cache key of `r` (what compile() looks up; hashing a request costs as much as reading its
+  /// source and headers).
+  std::string cache_key(const compile_request& r) const;
+  /// The disk cache's entry for `key` (cache_hit = true), without compiling; nullopt on a miss or without
+  /// a disk cache.
+  std::optional<compile_result> cached(const std::string& key) const;
   /// The disk cache's folder (empty: none).
   const std::filesystem::path& cache_dir() const;
 
