@@ -47,35 +47,16 @@ struct variant {
 #define __global__
 #define __shared__
 #define use_shared 1
-// CONV2D_VARIANT(NS): the kernel's source in namespace conv2d_host::NS, with the macros block_size_x,
-// block_size_y, tile_x, tile_y and FILTER_R defined by the caller; `conv2d` renamed so that each copy is a
-// C function of its own.
-#define CONV2D_STORAGE               \
-  alignas(16) float4 smem4[1 << 14]; \
-  alignas(16) float tile[1 << 16];
-#define CONV2D_DESCRIBE(NS)                                                            \
-  const variant NS##_variant{&conv2d_##NS, block_size_x, block_size_y, tile_x, tile_y, \
-                             FILTER_R,     smem4,        1 << 14,      tile,   1 << 16};
-
+// One copy of the kernel per configuration, each in namespace conv2d_host::<name> (conv2d_rows_host.hpp).
 #define block_size_x 32
 #define block_size_y 8
 #define tile_x 4
 #define tile_y 4
 #define FILTER_R 15
 #define conv2d conv2d_a
-namespace conv2d_host {
-namespace a {
-CONV2D_STORAGE
+namespace conv2d_host::a {
 #include "conv2d_rows_host.hpp"
-CONV2D_DESCRIBE(a)
-}  // namespace a
-}  // namespace conv2d_host
-#undef block_size_x
-#undef block_size_y
-#undef tile_x
-#undef tile_y
-#undef FILTER_R
-#undef conv2d
+}  // namespace conv2d_host::a
 
 #define block_size_x 16
 #define block_size_y 8
@@ -83,19 +64,9 @@ CONV2D_DESCRIBE(a)
 #define tile_y 4
 #define FILTER_R 15
 #define conv2d conv2d_b
-namespace conv2d_host {
-namespace b {
-CONV2D_STORAGE
+namespace conv2d_host::b {
 #include "conv2d_rows_host.hpp"
-CONV2D_DESCRIBE(b)
-}  // namespace b
-}  // namespace conv2d_host
-#undef block_size_x
-#undef block_size_y
-#undef tile_x
-#undef tile_y
-#undef FILTER_R
-#undef conv2d
+}  // namespace conv2d_host::b
 
 #define block_size_x 64
 #define block_size_y 2
@@ -103,19 +74,10 @@ CONV2D_DESCRIBE(b)
 #define tile_y 1
 #define FILTER_R 7
 #define conv2d conv2d_c
-namespace conv2d_host {
-namespace c {
-CONV2D_STORAGE
+namespace conv2d_host::c {
 #include "conv2d_rows_host.hpp"
-CONV2D_DESCRIBE(c)
-}  // namespace c
-}  // namespace conv2d_host
-#undef block_size_x
-#undef block_size_y
-#undef tile_x
-#undef tile_y
-#undef FILTER_R
-#undef conv2d
+}  // namespace conv2d_host::c
+
 #undef use_shared
 #undef __global__
 #undef __shared__
@@ -189,17 +151,17 @@ void check(const variant& v, int H, int W, int R) {
 }
 
 TEST(conv2d_rows, register_row_path_matches_a_double_convolution_at_edges) {
-  for (const variant* v : {&conv2d_host::a::a_variant, &conv2d_host::b::b_variant})
+  for (const variant* v : {&conv2d_host::a::this_variant, &conv2d_host::b::this_variant})
     for (auto [H, W] : {std::pair{33, 65}, std::pair{40, 36}, std::pair{131, 260}, std::pair{5, 3}})
       check(*v, H, W, v->filter_r);
-  check(conv2d_host::c::c_variant, 70, 129, 7);
-  check(conv2d_host::c::c_variant, 9, 8, 7);
+  check(conv2d_host::c::this_variant, 70, 129, 7);
+  check(conv2d_host::c::this_variant, 9, 8, 7);
 }
 
 TEST(conv2d_rows, another_filter_size_takes_the_direct_path) {
-  check(conv2d_host::a::a_variant, 100, 77, 7);
-  check(conv2d_host::c::c_variant, 17, 40, 1);
-  check(conv2d_host::b::b_variant, 5, 3, 3);
+  check(conv2d_host::a::this_variant, 100, 77, 7);
+  check(conv2d_host::c::this_variant, 17, 40, 1);
+  check(conv2d_host::b::this_variant, 5, 3, 3);
 }
 
 }  // namespace
