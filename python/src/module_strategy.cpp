@@ -171,10 +171,15 @@ class py_strategy {
 
 namespace {
 
+// The type names kforge._strategies.option writes (its _KNOWN_TYPES); to_string(option_type) spells two of
+// them differently ("number", "mapping") for error messages, so the table is explicit.
 option_type option_type_from(const std::string& t, const config_location& where) {
-  for (auto x : {option_type::integer, option_type::real, option_type::boolean, option_type::string,
-                 option_type::list, option_type::object, option_type::any})
-    if (to_string(x) == t) return x;
+  static const std::pair<std::string_view, option_type> names[] = {
+      {"integer", option_type::integer}, {"real", option_type::real}, {"boolean", option_type::boolean},
+      {"string", option_type::string},   {"list", option_type::list}, {"object", option_type::object},
+      {"any", option_type::any}};
+  for (const auto& [name, type] : names)
+    if (name == t) return type;
   where.fail("option type '" + t + "' is not one of integer, real, boolean, string, list, object, any");
 }
 

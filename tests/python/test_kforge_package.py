@@ -127,6 +127,40 @@ def test_python_strategies_by_class_and_registered(tmp_path):
     assert [t.config for t in r.trials] == space.valid()[::3][:10]
 
 
+class EveryOptionType:
+    """Declares one option of each type; remembers what it was given."""
+
+    options = {
+        "count": kforge.option(int, 1, "an integer", min=0),
+        "share": kforge.option(float, 0.5, "a real", min=0.0, max=1.0),
+        "flag": kforge.option(bool, False, "a boolean"),
+        "name": kforge.option(str, "a", "a string", choices=["a", "b"]),
+        "items": kforge.option(list, [], "a list"),
+        "table": kforge.option(dict, {}, "a mapping"),
+    }
+    given = {}
+
+    def __init__(self, space, seed, **options):
+        EveryOptionType.given = options
+        self.order = space.valid()
+
+    def propose(self, n):
+        out, self.order = self.order[:n], self.order[n:]
+        return out
+
+    def observe(self, trials):
+        pass
+
+
+def test_python_strategy_options_of_every_type(tmp_path):
+    space = kforge.Space.from_t1(str(T1))
+    kforge.strategy(EveryOptionType, space, share=0.25, flag=True, name="b", items=[1, 2], table={"k": 3})
+    assert EveryOptionType.given == {"count": 1, "share": 0.25, "flag": True, "name": "b", "items": [1, 2],
+                                     "table": {"k": 3}}
+    with pytest.raises(kforge.ConfigError, match="share"):
+        kforge.strategy(EveryOptionType, space, share=2.0)
+
+
 def test_run_resume_records_and_dataframe(tmp_path):
     cfg = replay_config(tmp_path, {"type": "python", "params": {"module": str(WALK), "class": "NeighbourWalk"}},
                         evaluations=25)
