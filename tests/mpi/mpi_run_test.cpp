@@ -39,8 +39,13 @@ const std::string cli_dir = fs::path(KFORGE_CLI).parent_path().string();
 
 // mpirun with what a test machine needs: CI runs as root (Open MPI refuses root unless told), one host
 // without ssh (no remote launch agent is needed), more ranks than cores.
+// Each test process gives Open MPI its own session folder (TMPDIR): two mpiruns of parallel ctest
+// processes creating the shared /tmp/ompi.<host>.<uid> at once can fail ("A call to mkdir was unable to
+// create the desired directory").
 std::string mpirun(int np, const std::string& flags = "") {
-  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false " +
+  static const test::temp_dir session;
+  return "env TMPDIR=" + session.path().string() +
+         " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false " +
          std::string(KFORGE_MPIEXEC) + " -np " + std::to_string(np) + " --oversubscribe " + flags + " ";
 }
 

@@ -16,6 +16,7 @@
 #include <list>
 #include <ostream>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "evaluators/mpi/channel.hpp"
@@ -229,12 +230,14 @@ session::session(options o) : impl_(std::make_unique<impl>()) {
   CPU_ZERO(&launcher);
   if ((rank() > 0 || o.rank0_evaluates) && o.log && sched_getaffinity(0, sizeof mine, &mine) == 0 &&
       sched_getaffinity(getppid(), sizeof launcher, &launcher) == 0 &&
-      CPU_COUNT(&mine) < CPU_COUNT(&launcher))
-    *o.log << "kforge: rank " << rank() << " (" << host_name() << "): the launcher bound it to "
-           << CPU_COUNT(&mine) << " of the " << CPU_COUNT(&launcher)
-           << " cores it has itself, and the rank's compile pool and GPU worker processes share them: start "
-              "mpirun with --bind-to none (docs/distributed.md)"
-           << std::endl;
+      CPU_COUNT(&mine) < CPU_COUNT(&launcher)) {
+    // One write: the launcher merges the ranks' output, and a line written piecewise interleaves.
+    *o.log << ("kforge: rank " + std::to_string(rank()) + " (" + host_name() + "): the launcher bound it to " +
+               std::to_string(CPU_COUNT(&mine)) + " of the " + std::to_string(CPU_COUNT(&launcher)) +
+               " cores it has itself, and the rank's compile pool and GPU worker processes share them: start "
+               "mpirun with --bind-to none (docs/distributed.md)\n")
+           << std::flush;
+  }
 }
 
 session::~session() {
