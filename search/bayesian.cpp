@@ -38,8 +38,8 @@ double bayesian::prior_mean(const config& c) const {
   double m = 0;
   if (!prior_.empty() && opt_.transfer_mean) m += prior_a_ + prior_b_ * prior_.score(c).value_or(0.0);
   if (roof_ready_) {
-    std::vector<double> row(space_->encoded_dimension());
-    space_->encode(c, row);
+    std::vector<double> row(base_dim_);
+    encode_base(c, row);
     m += roofline_terms(
         Eigen::Map<const Eigen::RowVectorXd>(row.data(), static_cast<Eigen::Index>(row.size())))(0);
   }
@@ -76,7 +76,7 @@ Eigen::VectorXd bayesian::roofline_terms(const Eigen::MatrixXd& encoded) const {
 // predictions for evaluated configurations too (the model ranks candidates by predictions).
 void bayesian::fit_roofline(const std::vector<double>& targets) {
   roof_ready_ = false;
-  const std::size_t pd = space_->encoded_dimension();
+  const std::size_t pd = base_dim_;
   std::vector<std::size_t> rows;
   for (std::size_t i = 0; i < obs_.size(); ++i)
     if (!std::isnan(obs_[i].log_time) && std::isfinite(obs_[i].bytes) && std::isfinite(obs_[i].instructions))
@@ -86,7 +86,7 @@ void bayesian::fit_roofline(const std::vector<double>& targets) {
   Eigen::VectorXd yb(X.rows()), yi(X.rows());
   std::vector<double> enc(pd);
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    space_->encode(obs_[rows[r]].cfg, enc);
+    encode_base(obs_[rows[r]].cfg, enc);
     for (std::size_t j = 0; j < pd; ++j)
       X(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j)) = enc[j];
     yb(static_cast<Eigen::Index>(r)) = std::log10(1.0 + std::max(obs_[rows[r]].bytes, 0.0));
@@ -289,7 +289,9 @@ void bayesian::initialize(const search_space& space, std::uint64_t seed) {
   rng_.reseed(seed);
   prior_a_ = prior_b_ = 0;
   space_ = &space;
-  static_offset_ = space.encoded_dimension() + opt_.metric_features.size();
+  aligned_params_ = opt_.alignment_features ? power_of_two_params(space) : std::vector<std::size_t>{};
+  base_dim_ = space.encoded_dimension() + aligned_params_.size();
+  static_offset_ = base_dim_ + opt_.metric_features.size();
   task_offset_ = static_offset_ + opt_.static_features.size();
   dim_ = task_offset_ + opt_.metric_outputs.size();
   output_scale_.assign(opt_.metric_outputs.size(), {});
@@ -308,17 +310,24 @@ void bayesian::initialize(const search_space& space, std::uint64_t seed) {
   enumerated_ = space.cartesian_size() <= 1e9 && space.valid().size() <= 5'000'000;
   if (enumerated_) {
     const auto& vs = space.valid();
-    const std::size_t pd = space.encoded_dimension();
+    const std::size_t pd = base_dim_;
     encoded_.resize(static_cast<Eigen::Index>(vs.size()), static_cast<Eigen::Index>(pd));
     config c(space.dimension());
     std::vector<double> row(pd);
     for (std::size_t i = 0; i < vs.size(); ++i) {
       vs.decode(vs.ranks()[i], c);
-      space.encode(c, row);
+      encode_base(c, row);
       for (std::size_t j = 0; j < pd; ++j)
         encoded_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = row[j];
     }
   }
+}
+
+void bayesian::encode_base(const config& c, std::span<double> row) const {
+  space_->encode(c, row.first(space_->encoded_dimension()));
+  std::size_t j = space_->encoded_dimension();
+  for (const auto i : aligned_params_)
+    row[j++] = is_power_of_two(space_->value_of(c, i)) ? 1.0 : 0.0;
 }
 
 Eigen::VectorXd bayesian::encode(const config& c) const {
@@ -332,9 +341,9 @@ double bayesian::scale_metric(std::size_t k, double raw) const {
 }
 
 Eigen::RowVectorXd bayesian::features(const config& c, const std::vector<double>* measured) const {
-  const std::size_t pd = space_->encoded_dimension();
+  const std::size_t pd = base_dim_;
   std::vector<double> row(pd);
-  space_->encode(c, row);
+  encode_base(c, row);
   Eigen::RowVectorXd f(static_cast<Eigen::Index>(dim_));
   for (std::size_t j = 0; j < pd; ++j)
     f(static_cast<Eigen::Index>(j)) = row[j];
@@ -362,7 +371,7 @@ Eigen::RowVectorXd bayesian::features(const config& c, const std::vector<double>
 }
 
 void bayesian::update_metric_models() {
-  const std::size_t pd = space_->encoded_dimension();
+  const std::size_t pd = base_dim_;
   metric_models_.resize(opt_.metric_features.size());
   for (std::size_t k = 0; k < opt_.metric_features.size(); ++k) {
     std::vector<std::size_t> rows;
@@ -389,7 +398,7 @@ void bayesian::update_metric_models() {
     Eigen::VectorXd y(static_cast<Eigen::Index>(rows.size()));
     std::vector<double> row(pd);
     for (std::size_t r = 0; r < rows.size(); ++r) {
-      space_->encode(obs_[rows[r]].cfg, row);
+      encode_base(obs_[rows[r]].cfg, row);
       for (std::size_t j = 0; j < pd; ++j)
         X(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j)) = row[j];
       y(static_cast<Eigen::Index>(r)) = scale_metric(k, obs_[rows[r]].metrics[k]);
@@ -598,7 +607,7 @@ std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
   auto cand = candidates(s, out);
   if (cand.empty()) return out;
   Eigen::MatrixXd X(static_cast<Eigen::Index>(cand.size()), static_cast<Eigen::Index>(dim_));
-  const auto pd = static_cast<Eigen::Index>(space_->encoded_dimension());
+  const auto pd = static_cast<Eigen::Index>(base_dim_);
   const auto& vs = s.space().valid();
   std::vector<config> cand_cfg(cand.size());
   for (std::size_t i = 0; i < cand.size(); ++i) {
@@ -716,6 +725,9 @@ void register_bayesian() {
                           "metrics known before running, as inputs (read from the transfer records)"),
           bool_option("roofline_mean", false,
                       "a roofline-shaped mean: log(time) ~ a + b ln max(r bytes, instructions), predicted"),
+          bool_option("alignment_features", false,
+                      "an input per integer parameter that mixes powers of two with other values: whether "
+                      "the value is a power of two"),
       },
       [](const options& o) {
         bayesian_options b;
@@ -749,6 +761,7 @@ void register_bayesian() {
         names("static_features", b.static_features);
         b.metric_output_points = static_cast<std::size_t>(o.integer("metric_output_points"));
         b.roofline_mean = o.boolean("roofline_mean");
+        b.alignment_features = o.boolean("alignment_features");
         if (o.has("metric_features")) {
           for (const auto& m : o.json("metric_features")) {
             if (!m.is_string()) o.fail("metric_features", "expected metric names");

@@ -146,6 +146,28 @@ std::optional<config> draw_unseen_in(const search_state& s, const alternative_st
   return std::nullopt;
 }
 
+bool is_power_of_two(const value& v) noexcept {
+  if (!v.is_int()) return false;
+  const auto x = v.as_int();
+  return x > 0 && (x & (x - 1)) == 0;
+}
+
+std::vector<std::size_t> power_of_two_params(const search_space& space) {
+  std::vector<std::size_t> out;
+  const auto params = space.params();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& vals = params[i].values;
+    // Sizes only: positive integers (a method selector 0, 1, 2, 3 is not a size).
+    if (vals.size() < 3 ||
+        !std::all_of(vals.begin(), vals.end(), [](const value& v) { return v.is_int() && v.as_int() > 0; }))
+      continue;
+    const auto p2 =
+        std::count_if(vals.begin(), vals.end(), [](const value& v) { return is_power_of_two(v); });
+    if (p2 > 0 && static_cast<std::size_t>(p2) < vals.size()) out.push_back(i);
+  }
+  return out;
+}
+
 double fitness(const trial& t) noexcept {
   return t.ok() ? t.time_ms : std::numeric_limits<double>::infinity();
 }

@@ -14,6 +14,7 @@ void hybrid::initialize(const search_space& space, std::uint64_t seed) {
   bo.initial_samples = opt_.initial_samples;
   bo.refit_every = opt_.refit_every;
   bo.max_points = opt_.max_points;
+  bo.alignment_features = opt_.alignment_features;
   bo.transfer_initial = 0;  // hybrid draws its own initial design
   bo.transfer_mean = opt_.transfer_mean;
   bo.transfer_weight = opt_.transfer_weight;
@@ -156,7 +157,7 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
       continue;
     }
     Eigen::MatrixXd X(static_cast<Eigen::Index>(kids.size()),
-                      static_cast<Eigen::Index>(space.encoded_dimension()));
+                      static_cast<Eigen::Index>(model_->input_dimension()));
     for (std::size_t i = 0; i < kids.size(); ++i)
       X.row(static_cast<Eigen::Index>(i)) = model_->encode(kids[i]).transpose();
     acquisition::spec spec;
@@ -208,6 +209,9 @@ void register_hybrid() {
           int_option("refit_every", 8, "observations between hyperparameter fits", 1, 100000),
           int_option("max_points", 400, "GP training points at most", 10, 100000),
           real_option("mutation_rate", 0.2, "probability that a gene mutates", 0, 1),
+          bool_option("alignment_features", true,
+                      "the GP also sees, per integer parameter mixing powers of two with other values, "
+                      "whether the value is a power of two"),
           int_option("transfer_initial", 3,
                      "with transfer: initial configurations taken from the records' best", 0, 100000),
           int_option("transfer_immigrants", 4,
@@ -243,6 +247,7 @@ void register_hybrid() {
         h.refit_every = static_cast<std::size_t>(o.integer("refit_every"));
         h.max_points = static_cast<std::size_t>(o.integer("max_points"));
         h.mutation_rate = o.real("mutation_rate");
+        h.alignment_features = o.boolean("alignment_features");
         h.transfer_initial = static_cast<std::size_t>(o.integer("transfer_initial"));
         h.transfer_immigrants = static_cast<std::size_t>(o.integer("transfer_immigrants"));
         h.transfer_pool = static_cast<std::size_t>(o.integer("transfer_pool"));

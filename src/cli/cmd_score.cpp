@@ -19,6 +19,8 @@ int cmd_score(const std::vector<std::string>& args) {
       "once). configs/score-benchmark-hub.yaml scores the six benchmark_hub spaces.\n\noptions");
   desc.add_options()("help,h", "show this help")("seeds", po::value<std::string>(),
                                                  "runs per strategy and space")(
+      "seed-base", po::value<std::string>(), "first seed (the runs use seed-base .. seed-base + seeds - 1)")(
+      "space", po::value<std::vector<std::string>>(), "score only these spaces (names; repeatable)")(
       "strategy", po::value<std::vector<std::string>>(), "score only these strategies (names; repeatable)")(
       "json", po::value<std::string>(), "also write the table with its P(t) curves as JSON")(
       "plot", po::value<std::string>(),
@@ -38,6 +40,16 @@ int cmd_score(const std::vector<std::string>& args) {
   if (vm.count("plot")) check_plotting();
   if (vm.count("seeds")) {
     job.seeds = whole_number("--seeds", vm["seeds"].as<std::string>(), 1, 1'000'000);
+  }
+  if (vm.count("seed-base")) {
+    job.seed_base = whole_number("--seed-base", vm["seed-base"].as<std::string>(), 0, 1'000'000'000);
+  }
+  if (vm.count("space")) {
+    const auto keep = vm["space"].as<std::vector<std::string>>();
+    std::erase_if(job.spaces,
+                  [&](const auto& sp) { return std::find(keep.begin(), keep.end(), sp.name) == keep.end(); });
+    if (job.spaces.empty())
+      throw config_error("--space", "", "none of the named spaces is in the score config");
   }
   if (vm.count("strategy")) {
     const auto keep = vm["strategy"].as<std::vector<std::string>>();

@@ -4,9 +4,10 @@
 //   - gives the same trial sequence for the same seed, and (as a sanity check) another for another seed;
 //   - keeps proposing until the space is exhausted when the budget allows it.
 // The contract is checked directly here (not through the experiment loop, which also enforces it).
-// Besides every registered strategy with its defaults, the Python example strategy
-// (examples/python/neighbour_walk.py, through strategy type "python" and the embedded interpreter) runs the
-// same checks; it is skipped, with the reason, where kforge was built without its Python module.
+// Besides every registered strategy with its defaults, the Python example strategies
+// (examples/python/neighbour_walk.py and tpe.py, through strategy type "python" and the embedded
+// interpreter) run the same checks; they are skipped, with the reason, where kforge was built without its
+// Python module.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -138,6 +139,13 @@ std::vector<strategy_case> registered() {
                  {"python",
                   {{"module", (test::source_dir() / "examples/python/neighbour_walk.py").string()},
                    {"class", "NeighbourWalk"}},
+                  {"conformance", "strategy"}}});
+  // The Python TPE example (numpy), with fewer uniform draws so that its densities are exercised.
+  out.push_back({"python_tpe",
+                 {"python",
+                  {{"module", (test::source_dir() / "examples/python/tpe.py").string()},
+                   {"class", "TPE"},
+                   {"startup", 3}},
                   {"conformance", "strategy"}}});
   return out;
 }

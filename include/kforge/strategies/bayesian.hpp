@@ -40,11 +40,16 @@
 //                            executed instructions (auxiliary GPs' predictions, for evaluated
 //                            configurations too), r, a, b fitted to the observations (b held near 1 by 4
 //                            pseudo-observations); the GP models the rest.
+// Alignment inputs (alignment_features): one more 0/1 input per parameter of sizes that mixes powers of two
+// with other values (power_of_two_params in common.hpp): whether the value is a power of two. Known before
+// a configuration runs, like the static features; lets the model separate 64 from its neighbours 48 and 80
+// by index (docs/benchmarks.md, "Alignment inputs", has the replay measurements).
 // Options (defaults): initial_samples 10, acquisition log_ei (ei, log_ei, pi, lcb, thompson), beta 2 (lcb),
 // xi 0, kernel matern52 (matern32, rbf), refit_every 8, max_points 400, max_candidates 20000,
 // failure_penalty 1.0, restarts 2; screening sparse (screen_min_points 500, screen_keep 2048,
 // inducing_points 128; docs/gp.md); transfer_initial 3, transfer_mean true, transfer_weight 0.5,
-// transfer_strength 4; metric_outputs [], metric_output_points 100, static_features [], roofline_mean false.
+// transfer_strength 4; metric_outputs [], metric_output_points 100, static_features [], roofline_mean false,
+// alignment_features false.
 #pragma once
 
 #include <map>
@@ -88,6 +93,7 @@ struct bayesian_options {
   std::size_t metric_output_points = 100;    ///< auxiliary rows per metric at most
   std::vector<std::string> static_features;  ///< inputs known before running (from transfer records)
   bool roofline_mean = false;                ///< a roofline-shaped mean function
+  bool alignment_features = false;           ///< is-a-power-of-two inputs (power_of_two_params)
 };
 
 class bayesian {
@@ -115,6 +121,8 @@ class bayesian {
   double best_log_time() const;
   /// Encodes a configuration the way the model sees it (metric features predicted).
   Eigen::VectorXd encode(const config& c) const;
+  /// Length of encode()'s result (valid after initialize).
+  std::size_t input_dimension() const noexcept { return dim_; }
   /// Brings the model up to date with every observation (refit or append).
   void update_model();
 
@@ -168,6 +176,11 @@ class bayesian {
   rng rng_{0};
   const search_space* space_ = nullptr;
   std::size_t dim_ = 0;
+  // The configuration's own inputs: the space's encoding, then one 0/1 input per aligned parameter
+  // (whether its value is a power of two). base_dim_ = their count; metric and static inputs follow.
+  void encode_base(const config& c, std::span<double> row) const;
+  std::vector<std::size_t> aligned_params_;
+  std::size_t base_dim_ = 0;
   bool enumerated_ = false;
   Eigen::MatrixXd encoded_;  // every valid configuration, row = its index in the valid set
   std::vector<observation> obs_;

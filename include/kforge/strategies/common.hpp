@@ -46,6 +46,16 @@ std::vector<alternative_strata> find_alternatives(const search_space& space,
 std::optional<config> draw_unseen_in(const search_state& s, const alternative_strata& a, std::size_t k,
                                      rng& r, const std::vector<config>& also = {});
 
+/// Whether a value is an integer power of two (1, 2, 4, ...); false for non-integers and booleans.
+bool is_power_of_two(const value& v) noexcept;
+
+/// The parameters whose alignment a model should see: parameters of positive integers (sizes) with at
+/// least three values, some of them powers of two and some not (block sizes 16, 32, 48, ..., 256, say).
+/// Memory transactions, warps and wavefronts make power-of-two sizes behave alike and unlike their neighbours
+/// by index (measured on benchmark_hub's convolution: without shared memory, block widths 32/64/128/256 run
+/// 1.0-1.2x the optimum and 48/96/240 3-5x), which a smooth kernel over the index cannot express.
+std::vector<std::size_t> power_of_two_params(const search_space& space);
+
 /// Fitness of a trial for minimisation: its time, or +infinity when it failed.
 double fitness(const trial& t) noexcept;
 

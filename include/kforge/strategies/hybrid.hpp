@@ -20,10 +20,15 @@
 // drawn stratum by stratum, in a seeded round robin over the alternatives' values, uniformly within the
 // stratum; the first k initial draws therefore cover all k implementations. Spaces without such a
 // parameter (every recorded benchmark_hub and KTT space) are drawn uniformly, as with `uniform`.
+// Alignment inputs (alignment_features, on by default; bayesian.hpp): the GP also sees, for each parameter of
+// sizes that mixes powers of two with other values, whether the value is a power of two. Measured in replay
+// (docs/benchmarks.md, "Alignment inputs"): +0.02, +0.04 and +0.11 P on benchmark_hub's three convolution
+// spaces (100 seeds), -0.01 on the dedispersion ones, +0.01 on the held-out spaces.
 // Options (defaults): population_size 10, offspring 64, immigrants 8, epsilon 0.1, initial_samples 10,
 // refit_every 8, max_points 400, mutation_rate 0.2; transfer_initial 3, transfer_immigrants 4,
 // transfer_pool 64, transfer_mean true, transfer_weight 0.5, transfer_strength 4; operators genetic
-// (genetic, bandit), bandit_share 0.5, bandit_prior 1; alternatives stratified (stratified, uniform).
+// (genetic, bandit), bandit_share 0.5, bandit_prior 1; alternatives stratified (stratified, uniform);
+// alignment_features true.
 #pragma once
 
 #include <map>
@@ -47,6 +52,7 @@ struct hybrid_options {
   std::size_t refit_every = 8;
   std::size_t max_points = 400;
   double mutation_rate = 0.2;
+  bool alignment_features = true;
   std::size_t transfer_initial = 3;
   std::size_t transfer_immigrants = 4;
   std::size_t transfer_pool = 64;
