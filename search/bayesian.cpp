@@ -55,11 +55,13 @@ Eigen::VectorXd bayesian::prior_means(const std::vector<config>& cfgs, const Eig
   return m;
 }
 
-// a + b ln(max(e^r B(x), I(x))) with B and I the auxiliary GPs' predictions (rows of `encoded`).
+// a + b ln(max(e^r B(x), I(x))) with B and I the auxiliary GPs' predictions (rows of `encoded`; the
+// auxiliary GPs see the configuration's own inputs, its first base_dim_ columns).
 Eigen::VectorXd bayesian::roofline_terms(const Eigen::MatrixXd& encoded) const {
+  const auto own = encoded.leftCols(static_cast<Eigen::Index>(base_dim_));
   Eigen::VectorXd lb(encoded.rows()), li(encoded.rows());
-  roof_models_[0]->predict_mean(encoded, lb);
-  roof_models_[1]->predict_mean(encoded, li);
+  roof_models_[0]->predict_mean(own, lb);
+  roof_models_[1]->predict_mean(own, li);
   Eigen::VectorXd out(encoded.rows());
   for (Eigen::Index i = 0; i < encoded.rows(); ++i) {
     const double b = std::log(std::max(std::pow(10.0, lb(i)) - 1.0, 1.0));
