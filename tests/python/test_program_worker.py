@@ -45,6 +45,26 @@ def test_correct_variant_is_ok_and_timed(worker):
     assert not any(k.startswith("setup.") for k in worker.evaluate(request(0))["metrics"])  # ... once
 
 
+def test_the_profiler_starts_once_before_the_exclusive_lock(worker, monkeypatch):
+    events = []
+    hold = worker.lock.hold
+    monkeypatch.setattr(worker.lock, "hold", lambda exclusive: events.append(("lock", exclusive)) or hold(exclusive))
+    activity = program_devices.FakeDevice.kernel_activity
+    monkeypatch.setattr(program_devices.FakeDevice, "kernel_activity",
+                        lambda self, *a: events.append(("profiler",)) or activity(self, *a))
+    assert worker.evaluate(request(0))["status"] == "ok"
+    assert ("profiler",) not in events          # no profile asked: no start
+    events.clear()
+    out = worker.evaluate(request(0, profile=True, profile_calls=1))
+    assert out["status"] == "ok" and "setup.profiler_s" in out["metrics"]
+    # the start under the setup's shared lock, then the exclusive lock, then the profile itself
+    assert events == [("lock", False), ("profiler",)] + [("lock", False)] * (len(worker.shapes) - 1) + \
+        [("lock", True), ("profiler",)]
+    events.clear()
+    out = worker.evaluate(request(0, profile=True, profile_calls=1))
+    assert events.count(("profiler",)) == 1 and "setup.profiler_s" not in out["metrics"]   # the real one only
+
+
 def test_metrics_of_the_launched_kernels(worker):
     out = worker.evaluate(request(0, profile=True, metrics=["fake__kernels.sum"]))
     assert out["status"] == "ok" and out["metrics"]["fake__kernels.sum"] == 1.0

@@ -166,6 +166,12 @@ def test_knobs_for_matches_the_problem_parameters():
         {"kind": "autotune", "target": "BLOCK_M", "value": 64, "kernel": "k"}]
 
 
+def test_peaks_follow_the_card_name():
+    assert measure.peaks_for("NVIDIA H200") == (4224.0, 989.0)
+    assert measure.peaks_for("NVIDIA H100 80GB HBM3") == (3000.0, 989.0)
+    assert measure.peaks_for("NVIDIA A100-SXM4-80GB") is None
+
+
 def test_runnable_classification():
     assert runnable.classify("operator", ModuleNotFoundError("No module named 'triton.ops'")) == "import_error"
     assert runnable.classify("call", AttributeError("module 'triton.language' has no attribute 'libdevice'")) == "triton_api"

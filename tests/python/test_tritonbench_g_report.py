@@ -303,3 +303,23 @@ def test_loader_reads_the_real_data():
         counts[report.bucket_of(n)] += 1
     # TritonForge's edges are the quartiles of these lengths: each bucket holds about a quarter.
     assert all(40 <= c <= 52 for c in counts.values()), counts
+
+
+def test_the_cards_are_said_and_in_the_csv(campaign, tmp_path):
+    out = tmp_path / "r.md"
+    assert run_main(campaign, out) == 0
+    assert "Cards: not recorded: 7 operators." in out.read_text()
+    path = campaign[0] / "runs" / "op_win" / "final.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "gpu": "NVIDIA H100 80GB HBM3"}))
+    trials = campaign[0] / "runs" / "op_wrong" / "kforge.jsonl"   # no gpu in final.json: the trials' device
+    trials.write_text("".join(json.dumps({**json.loads(line), "device": "cuda:0 NVIDIA H200"}) + "\n"
+                              for line in trials.read_text().splitlines()))
+    assert run_main(campaign, out) == 0
+    text = out.read_text()
+    assert "Cards: NVIDIA H100 80GB HBM3: 1 operator, NVIDIA H200: 1 operator, not recorded: 5 operators." in text
+    assert "the GPU s of different cards do not" in text
+    rows = {r["op"]: r for r in csv.DictReader(out.with_name("r.csv").open())}
+    assert (rows["op_win"]["gpu"], rows["op_wrong"]["gpu"], rows["op_flat"]["gpu"]) == \
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "gpu": 7}))
+    assert run_main(campaign, tmp_path / "r2.md") == 2

@@ -19,8 +19,9 @@ search's winner on EVERY size of the harness's sweep, checked, then timed interl
    timing holds the GPU's lock exclusively (the program worker's DeviceLock), so searches of other
    operators sharing the GPU (``--ops-at-once``) compile meanwhile but never run a kernel beside it.
 3. The original's GB/s and TFLOP/s per size from the harness's ``get_gbps`` / ``get_tflops``, and the
-   peaks they are judged against (``--peak-gbps``: the copy bandwidth measured on the H200;
-   ``--peak-tflops``: the nominal dense fp16/bf16 tensor-core peak).
+   peaks they are judged against (``--peak-gbps``: the copy bandwidth measured on the card;
+   ``--peak-tflops``: the nominal dense fp16/bf16 tensor-core peak; both default to the card's, PEAKS).
+   final.json names the card (``gpu``).
 """
 
 from __future__ import annotations
@@ -38,8 +39,22 @@ if __package__ in (None, ""):
 
 from kforge.triton import program_worker  # noqa: E402
 
-H200_COPY_GBPS = 4224.0    # docs/gpu-engine.md: device-to-device copy, 2026-12-03
-H200_DENSE_TFLOPS = 989.0  # NVIDIA's H200 datasheet: fp16/bf16 tensor core, dense
+# The ceilings the original's rates are judged against, per card (the name torch.cuda.get_device_name
+# gives, matched by its start): (device-to-device copy GB/s as measured, dense fp16/bf16 tensor-core TFLOP/s
+# from the vendor's datasheet; the H100 SXM and H200 share the arithmetic rate).
+PEAKS = {
+    "NVIDIA H200": (4224.0, 989.0),  # copy: docs/gpu-engine.md, 2026-12-03
+    "NVIDIA H100": (3000.0, 989.0),  # copy: about 3.0 TB/s on an H100 80GB HBM3 here, 2026-11-13
+}
+H200_COPY_GBPS, H200_DENSE_TFLOPS = PEAKS["NVIDIA H200"]
+
+
+def peaks_for(gpu: str) -> tuple[float, float] | None:
+    """The (GB/s, TFLOP/s) ceilings of the card named ``gpu``, or None where PEAKS does not know it."""
+    for prefix, peaks in PEAKS.items():
+        if gpu.startswith(prefix):
+            return peaks
+    return None
 
 
 def knobs_for(parameters: list[dict], configuration: dict) -> list[dict]:
@@ -141,7 +156,18 @@ def rate(fn, inp, ms):
 
 
 def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_ms: float,
-            peak_gbps: float, peak_tflops: float, device: str = "torch", ops_at_once: int = 1) -> dict:
+            peak_gbps: float | None, peak_tflops: float | None, device: str = "torch",
+            ops_at_once: int = 1) -> dict:
+    """final.json's record of one operator (module docstring). A peak given as None is the card's (PEAKS);
+    a card PEAKS does not know needs both given."""
+    import torch
+    gpu = torch.cuda.get_device_name(0)
+    if peak_gbps is None or peak_tflops is None:
+        known = peaks_for(gpu)
+        if known is None:
+            raise SystemExit(f"measure: no ceilings known for {gpu!r}: pass --peak-gbps and --peak-tflops")
+        peak_gbps = known[0] if peak_gbps is None else peak_gbps
+        peak_tflops = known[1] if peak_tflops is None else peak_tflops
     with open(os.path.join(campaign_op, "kforge.json"), encoding="utf-8") as f:
         experiment = json.load(f)
     harness_file = os.path.join(campaign_op, "harness.py")
@@ -181,7 +207,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
             candidates[name]["errors"] += errors[name]
             candidates[name]["correct"] = candidates[name]["correct"] and not errors[name]
     original = times["original"]
-    return {"op": h.op, "sizes": [str(i) for i in range(len(inputs))], "ops_at_once": ops_at_once,
+    return {"op": h.op, "gpu": gpu, "sizes": [str(i) for i in range(len(inputs))], "ops_at_once": ops_at_once,
             "protocol": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True, "rounds": rounds,
                          "timer": "triton.testing.do_bench, median, L2 flushed", "seconds": round(time.perf_counter() - t0, 1)},
             "original": {"ms": original, "errors": errors["original"],
@@ -197,8 +223,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warmup-ms", type=float, default=25.0)
     ap.add_argument("--rep-ms", type=float, default=100.0)
-    ap.add_argument("--peak-gbps", type=float, default=H200_COPY_GBPS)
-    ap.add_argument("--peak-tflops", type=float, default=H200_DENSE_TFLOPS)
+    ap.add_argument("--peak-gbps", type=float, default=None, help="default: the card's copy rate (PEAKS)")
+    ap.add_argument("--peak-tflops", type=float, default=None, help="default: the card's dense bf16 rate (PEAKS)")
     ap.add_argument("--ops-at-once", type=int, default=1,
                     help="how many operators' searches shared the GPU (recorded in final.json)")
     a = ap.parse_args(argv)
