@@ -170,6 +170,10 @@ def test_peaks_follow_the_card_name():
     assert measure.peaks_for("NVIDIA H200") == (4224.0, 989.0)
     assert measure.peaks_for("NVIDIA H100 80GB HBM3") == (3000.0, 989.0)
     assert measure.peaks_for("NVIDIA A100-SXM4-80GB") is None
+    assert measure.ceilings("NVIDIA H100 80GB HBM3", None, 500.0) == (3000.0, 500.0)
+    assert measure.ceilings("NVIDIA A100-SXM4-80GB", 2000.0, 312.0) == (2000.0, 312.0)
+    with pytest.raises(SystemExit, match="no ceilings known for 'NVIDIA A100-SXM4-80GB'"):
+        measure.ceilings("NVIDIA A100-SXM4-80GB", 2000.0, None)
 
 
 def test_runnable_classification():

@@ -46,7 +46,6 @@ PEAKS = {
     "NVIDIA H200": (4224.0, 989.0),  # copy: docs/gpu-engine.md, 2026-12-03
     "NVIDIA H100": (3000.0, 989.0),  # copy: about 3.0 TB/s on an H100 80GB HBM3 here, 2026-11-13
 }
-H200_COPY_GBPS, H200_DENSE_TFLOPS = PEAKS["NVIDIA H200"]
 
 
 def peaks_for(gpu: str) -> tuple[float, float] | None:
@@ -55,6 +54,17 @@ def peaks_for(gpu: str) -> tuple[float, float] | None:
         if gpu.startswith(prefix):
             return peaks
     return None
+
+
+def ceilings(gpu: str, peak_gbps: float | None, peak_tflops: float | None) -> tuple[float, float]:
+    """The peaks to judge by: each one given, else the card's (PEAKS); SystemExit for a card PEAKS does
+    not know unless both are given."""
+    if peak_gbps is not None and peak_tflops is not None:
+        return peak_gbps, peak_tflops
+    known = peaks_for(gpu)
+    if known is None:
+        raise SystemExit(f"measure: no ceilings known for {gpu!r}: pass --peak-gbps and --peak-tflops")
+    return (known[0] if peak_gbps is None else peak_gbps), (known[1] if peak_tflops is None else peak_tflops)
 
 
 def knobs_for(parameters: list[dict], configuration: dict) -> list[dict]:
@@ -160,19 +170,13 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
             ops_at_once: int = 1) -> dict:
     """final.json's record of one operator (module docstring). A peak given as None is the card's (PEAKS);
     a card PEAKS does not know needs both given."""
-    import torch
-    gpu = torch.cuda.get_device_name(0)
-    if peak_gbps is None or peak_tflops is None:
-        known = peaks_for(gpu)
-        if known is None:
-            raise SystemExit(f"measure: no ceilings known for {gpu!r}: pass --peak-gbps and --peak-tflops")
-        peak_gbps = known[0] if peak_gbps is None else peak_gbps
-        peak_tflops = known[1] if peak_tflops is None else peak_tflops
     with open(os.path.join(campaign_op, "kforge.json"), encoding="utf-8") as f:
         experiment = json.load(f)
     harness_file = os.path.join(campaign_op, "harness.py")
     worker = program_worker.Worker(program_worker.program_devices.make_device(device, 0),
                                    os.path.join(os.environ.get("TMPDIR", "/tmp"), "kforge-measure"))
+    gpu = worker.device.describe()["name"]
+    peak_gbps, peak_tflops = ceilings(gpu, peak_gbps, peak_tflops)
     params = experiment["problem"]["parameters"]
     from kforge.tritonbench_g.harness import operator
     program = experiment["problem"]["program"]  # <data>/kernels/<op>.py

@@ -23,6 +23,7 @@ and the PNGs carry no software or date stamp. A missing folder or file, or malfo
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import dataclasses
 import json
@@ -631,9 +632,7 @@ def sharing_lines(searched: list[Operator]) -> list[str]:
 
 def card_lines(searched: list[Operator]) -> list[str]:
     """Which cards the searched operators ran on (the campaign may span machines: say so)."""
-    counts: dict[str, int] = {}
-    for o in searched:
-        counts[o.gpu or "not recorded"] = counts.get(o.gpu or "not recorded", 0) + 1
+    counts = collections.Counter(o.gpu or "not recorded" for o in searched)
     if not counts:
         return []
     parts = ", ".join(f"{gpu}: {n} operator{'s' if n != 1 else ''}" for gpu, n in sorted(counts.items()))
