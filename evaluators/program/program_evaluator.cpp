@@ -319,9 +319,10 @@ void register_program_evaluator() {
                bool_option("profile", true,
                            "the kernels' own time from CUPTI activity records (torch.profiler)"),
                int_option("profile_calls", 5, "calls recorded for the kernels' time", 1, 1000),
-               optional_option(
-                   "metrics", option_type::list,
-                   "CUPTI metrics of the call's kernels, summed (experimental: Kineto's range profiler)"),
+               optional_option("metrics", option_type::list,
+                               "CUPTI metrics of the call's kernels (kforge's range profiler, "
+                               "libkforge_cupti.so): counts "
+                               "summed over the kernels, rates and percentages weighted by their durations"),
            }}),
       [](const options& o, const evaluator_context& ctx) -> evaluator {
         if (!ctx.prob.program_desc)

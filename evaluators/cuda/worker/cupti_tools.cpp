@@ -62,7 +62,8 @@ struct range_profiler::config_image {
   }
 };
 
-range_profiler::range_profiler(CUcontext ctx, CUdevice dev, int device_index) : ctx_(ctx) {
+range_profiler::range_profiler(CUcontext ctx, CUdevice dev, int device_index, bool keep_session)
+    : ctx_(ctx), keep_session_(keep_session) {
   static std::once_flag once;
   static CUptiResult init_result = CUPTI_SUCCESS;
   std::call_once(once, [] {
@@ -96,7 +97,7 @@ range_profiler::range_profiler(CUcontext ctx, CUdevice dev, int device_index) : 
   availability_.resize(av.counterAvailabilityImageSize);
   av.pCounterAvailabilityImage = availability_.data();
   cupti_check(cuptiProfilerGetCounterAvailability(&av), "cuptiProfilerGetCounterAvailability");
-  enable();
+  if (keep_session_) enable();
 }
 
 range_profiler::~range_profiler() {
@@ -194,14 +195,14 @@ std::map<std::string, double> range_profiler::profile(const std::vector<std::str
                                                       const std::function<void()>& prepare,
                                                       const std::function<void()>& launch,
                                                       bool fresh_session) {
-  std::map<std::string, double> out;
+  std::vector<range_metrics> ranges;
   if (fresh_session) {
     // A session that has collected one metric set returned nothing for a second, multi-pass set (H200,
     // CUDA 13.0): collect that one in a session of its own, then restore the persistent session.
     disable();
     try {
       session s(ctx_);
-      out = collect(s.get(), metrics, prepare, launch, false);
+      ranges = collect(s.get(), metrics, prepare, launch, false, 1);
     } catch (...) {
       enable();
       throw;
@@ -209,20 +210,41 @@ std::map<std::string, double> range_profiler::profile(const std::vector<std::str
     enable();
   } else {
     enable();
-    out = collect(object_, metrics, prepare, launch, false);
+    ranges = collect(object_, metrics, prepare, launch, false, 1);
   }
-  const bool empty =
-      std::all_of(metrics.begin(), metrics.end(), [&](const std::string& m) { return std::isnan(out[m]); });
-  if (empty && config_for(metrics).passes > 1) {
-    out = collect(object_, metrics, prepare, launch, true);
-    out["cupti.user_replay"] = 1;
+  auto empty = [&](const std::map<std::string, double>& v) {
+    return std::all_of(metrics.begin(), metrics.end(),
+                       [&](const std::string& m) { return std::isnan(v.at(m)); });
+  };
+  if (empty(ranges.front().values) && config_for(metrics).passes > 1) {
+    ranges = collect(object_, metrics, prepare, launch, true, 1);
+    ranges.front().values["cupti.user_replay"] = 1;
   }
-  return out;
+  return ranges.front().values;
 }
 
-std::map<std::string, double> range_profiler::collect(void* object, const std::vector<std::string>& metrics,
-                                                      const std::function<void()>& prepare,
-                                                      const std::function<void()>& launch, bool user_replay) {
+std::vector<range_metrics> range_profiler::profile_ranges(const std::vector<std::string>& metrics,
+                                                          const std::function<void()>& prepare,
+                                                          const std::function<void()>& launch,
+                                                          std::size_t max_ranges) {
+  if (max_ranges == 0) throw profiling_unavailable("profile_ranges: max_ranges must be positive");
+  disable();
+  std::vector<range_metrics> ranges;
+  try {
+    session s(ctx_);
+    ranges = collect(s.get(), metrics, prepare, launch, false, max_ranges);
+  } catch (...) {
+    if (keep_session_) enable();
+    throw;
+  }
+  if (keep_session_) enable();
+  return ranges;
+}
+
+std::vector<range_metrics> range_profiler::collect(void* object, const std::vector<std::string>& metrics,
+                                                   const std::function<void()>& prepare,
+                                                   const std::function<void()>& launch, bool user_replay,
+                                                   std::size_t max_ranges) {
   auto& cfg = config_for(metrics);
   auto* obj = static_cast<CUpti_RangeProfiler_Object*>(object);
   auto names = c_names(metrics);
@@ -231,8 +253,8 @@ std::map<std::string, double> range_profiler::collect(void* object, const std::v
   ds.pRangeProfilerObject = obj;
   ds.pMetricNames = names.data();
   ds.numMetrics = names.size();
-  ds.maxNumOfRanges = 1;
-  ds.maxNumRangeTreeNodes = 1;
+  ds.maxNumOfRanges = max_ranges;
+  ds.maxNumRangeTreeNodes = max_ranges;
   cupti_check(cuptiRangeProfilerGetCounterDataSize(&ds), "cuptiRangeProfilerGetCounterDataSize");
   std::vector<std::uint8_t> data(ds.counterDataSize);
   auto ci = make_params<CUpti_RangeProfiler_CounterDataImage_Initialize_Params>(
@@ -251,14 +273,14 @@ std::map<std::string, double> range_profiler::collect(void* object, const std::v
   sc.pCounterDataImage = data.data();
   sc.range = CUPTI_AutoRange;
   sc.replayMode = user_replay ? CUPTI_UserReplay : CUPTI_KernelReplay;
-  sc.maxRangesPerPass = 1;
+  sc.maxRangesPerPass = max_ranges;
   sc.numNestingLevels = 1;
   sc.minNestingLevel = 1;
   sc.passIndex = 0;
   sc.targetNestingLevel = 1;
   cupti_check(cuptiRangeProfilerSetConfig(&sc), "cuptiRangeProfilerSetConfig");
   for (int pass = 0; pass < 64; ++pass) {
-    prepare();  // outside the range: only `launch`'s kernel is profiled
+    prepare();  // outside the range: only `launch`'s kernels are profiled
     auto st = make_params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
     st.pRangeProfilerObject = obj;
     cupti_check(cuptiRangeProfilerStart(&st), "cuptiRangeProfilerStart");
@@ -272,6 +294,7 @@ std::map<std::string, double> range_profiler::collect(void* object, const std::v
       make_params<CUpti_RangeProfiler_DecodeData_Params>(CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
   dd.pRangeProfilerObject = obj;
   cupti_check(cuptiRangeProfilerDecodeData(&dd), "cuptiRangeProfilerDecodeData");
+  dropped_ = dd.numOfRangeDropped;
   auto info = make_params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(
       CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
   info.pCounterDataImage = data.data();
@@ -279,22 +302,34 @@ std::map<std::string, double> range_profiler::collect(void* object, const std::v
   cupti_check(cuptiRangeProfilerGetCounterDataInfo(&info), "cuptiRangeProfilerGetCounterDataInfo");
   if (info.numTotalRanges < 1)
     throw profiling_unavailable("the profiler recorded no range (was a kernel launched?)");
-  std::vector<double> values(names.size(), 0.0);
-  auto ev = make_params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
-      CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
-  ev.pHostObject = cfg.host;
-  ev.pCounterDataImage = data.data();
-  ev.counterDataImageSize = data.size();
-  ev.rangeIndex = 0;
-  ev.ppMetricNames = names.data();
-  ev.numMetrics = names.size();
-  ev.pMetricValues = values.data();
-  cupti_check(cuptiProfilerHostEvaluateToGpuValues(&ev), "cuptiProfilerHostEvaluateToGpuValues");
-  std::map<std::string, double> out;
-  for (std::size_t i = 0; i < metrics.size(); ++i)
-    out[metrics[i]] = values[i];
-  out["cupti.passes"] = static_cast<double>(cfg.passes);
-  return out;
+  std::vector<range_metrics> ranges;
+  for (std::size_t r = 0; r < info.numTotalRanges; ++r) {
+    range_metrics out;
+    auto ri = make_params<CUpti_RangeProfiler_CounterData_GetRangeInfo_Params>(
+        CUpti_RangeProfiler_CounterData_GetRangeInfo_Params_STRUCT_SIZE);
+    ri.pCounterDataImage = data.data();
+    ri.counterDataImageSize = data.size();
+    ri.rangeIndex = r;
+    ri.rangeDelimiter = "/";
+    if (cuptiRangeProfilerCounterDataGetRangeInfo(&ri) == CUPTI_SUCCESS && ri.rangeName)
+      out.name = ri.rangeName;
+    std::vector<double> values(names.size(), 0.0);
+    auto ev = make_params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
+    ev.pHostObject = cfg.host;
+    ev.pCounterDataImage = data.data();
+    ev.counterDataImageSize = data.size();
+    ev.rangeIndex = r;
+    ev.ppMetricNames = names.data();
+    ev.numMetrics = names.size();
+    ev.pMetricValues = values.data();
+    cupti_check(cuptiProfilerHostEvaluateToGpuValues(&ev), "cuptiProfilerHostEvaluateToGpuValues");
+    for (std::size_t i = 0; i < metrics.size(); ++i)
+      out.values[metrics[i]] = values[i];
+    out.values["cupti.passes"] = static_cast<double>(cfg.passes);
+    ranges.push_back(std::move(out));
+  }
+  return ranges;
 }
 
 // ------------------------------------------------------------------------------------------------

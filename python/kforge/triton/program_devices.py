@@ -5,7 +5,8 @@ Two implementations of one small interface:
 - ``TorchDevice``: the real one (torch on a CUDA GPU): CUDA events, an L2 flush buffer, NaN poisoning,
   comparisons on the device, kernels' own durations from CUPTI activity records (through
   ``torch.profiler``, i.e. Kineto, which reads CUPTI's activity API: the records of the kernels a call
-  launched, with their GPU start and end).
+  launched, with their GPU start and end); CUPTI metrics from kforge's own range profiler
+  (``cupti_metrics``, libkforge_cupti.so).
 - ``FakeDevice``: numpy arrays on the host, a wall clock for a timer, no GPU. It lets the worker's protocol,
   comparison, poisoning and statistics be tested without a GPU; programs written for it use ``fake_empty``
   (a caching allocator that hands the same block back, as torch's does) and ``fake_kernel`` (a simulated
@@ -254,6 +255,7 @@ class TorchDevice:
         self.l2_bytes = l2
         self.flush_buffer = torch.empty(2 * l2, dtype=torch.int8, device=self.dev)
         self._profiling_note = ""
+        self._cupti = None  # the range profiler (cupti_metrics.CuptiProfiler), made on first use
         try:
             import torch.profiler  # noqa: F401
             self._profiling = True
@@ -428,40 +430,27 @@ class TorchDevice:
 
     def kernel_metrics(self, call: Callable[[], Any], prepare: Callable[[], None], names: list[str],
                        flush: bool) -> dict:
-        """CUPTI metrics of one call's kernels, summed over them, through Kineto's CUPTI range profiler
-        (torch.profiler's experimental ``profiler_metrics``, one range per kernel). Experimental: the
-        values are read from the trace Kineto exports (events whose args carry the metric names)."""
-        import json as _json
-        import os as _os
-        import tempfile
-        from torch.profiler import ProfilerActivity, profile
-        config = self.torch._C._profiler._ExperimentalConfig(profiler_metrics=list(names),
-                                                              profiler_measure_per_kernel=True)
-        prepare()
-        if flush:
-            self.flush_l2()
-        self.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA], experimental_config=config) as prof:
+        """CUPTI metrics of one call's kernels, one value per metric for the call (counts summed, rates
+        and percentages weighted by each kernel's duration), from kforge's range profiler
+        (``cupti_metrics``: libkforge_cupti.so, kernel replay, one range per kernel). `prepare` (and the
+        L2 flush) run before the call, outside the ranges. Raises ``ProfilerUnavailable`` with the
+        reason where CUPTI metrics cannot be had."""
+        from kforge.triton.cupti_metrics import CuptiProfiler
+        if self._cupti is None:
+            self.synchronize()
+            self._cupti = CuptiProfiler(self.index)
+
+        def before():
+            prepare()
+            if flush:
+                self.flush_l2()
+            self.synchronize()
+
+        def run():
             call()
             self.synchronize()
-        fd, path = tempfile.mkstemp(suffix=".json")
-        _os.close(fd)
-        try:
-            prof.export_chrome_trace(path)
-            with open(path, encoding="utf-8") as f:
-                trace = _json.load(f)
-        finally:
-            _os.unlink(path)
-        totals: dict = {}
-        for event in trace.get("traceEvents", []):
-            args = event.get("args") or {}
-            for name in names:
-                v = args.get(name)
-                if isinstance(v, (int, float)):
-                    totals[name] = totals.get(name, 0.0) + float(v)
-        if not totals:
-            raise RuntimeError("no metric values in the profiler's trace")
-        return totals
+
+        return self._cupti.metrics(list(names), run, before)
 
 
 def _kernel_records(prof, torch) -> list[tuple[str, float]]:

@@ -63,8 +63,10 @@ What an evaluation does:
    (``torch.profiler``, CUDA activities): the kernels each call launched and their own durations.
    Metrics ``time.kernels_ms.shapeK`` (median over calls of the sum of the call's kernel durations),
    ``kernels.count.shapeK`` and ``time.overhead_ms.shapeK`` (the call's event time minus its kernels).
-   ``"metrics": [CUPTI metric names]`` (experimental): one more call under Kineto's CUPTI range profiler,
-   each metric summed over the call's kernels; unavailable metrics are a note, not a failure.
+   ``"metrics": [CUPTI metric names]``: one more call under kforge's range profiler (``cupti_metrics``:
+   libkforge_cupti.so, kernel replay, one range per kernel), one value per metric for the call (counts
+   summed, rates and percentages weighted by the kernels' durations) with ``cupti.kernels``,
+   ``cupti.passes`` and ``cupti.ranges_dropped``; unavailable metrics are a note, not a failure.
 
 Statuses: ``invalid`` (a knob does not apply), ``compile_failed`` (the variant does not import, or Triton
 does not compile a kernel: its message), ``launch_failed`` (the wrapper raised), ``wrong_result``,
