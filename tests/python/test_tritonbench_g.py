@@ -188,3 +188,26 @@ def test_runnable_classification():
 def _write(path, obj):
     path.write_text(json.dumps(obj))
     return path
+
+
+def test_the_final_measurement_profiles_each_program_or_says_why():
+    from kforge.triton.cupti_metrics import ProfilerUnavailable
+    from kforge.triton.program_devices import FakeDevice, fake_kernel
+    from kforge.tritonbench_g import measure
+
+    def two_kernels(x):
+        fake_kernel("a", 0.1)
+        fake_kernel("b", 0.2)
+
+    calls = {"original": two_kernels, "kforge": lambda x: (_ for _ in ()).throw(ValueError("bad size"))}
+    out = measure.profile_calls(calls, ["original", "kforge"], None, FakeDevice())
+    assert out["metrics"] == measure.CUPTI_METRICS
+    assert out["original"] == {m: 2.0 for m in measure.CUPTI_METRICS}  # the fake: kernels launched
+    assert out["kforge"]["error"].startswith("ValueError: bad size")
+
+    class NoProfiler(FakeDevice):
+        def kernel_metrics(self, *a, **k):
+            raise ProfilerUnavailable("libkforge_cupti.so not found")
+
+    assert measure.profile_calls(calls, ["original", "kforge"], None, NoProfiler()) == \
+        {"error": "libkforge_cupti.so not found"}

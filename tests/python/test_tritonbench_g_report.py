@@ -323,3 +323,29 @@ def test_the_cards_are_said_and_in_the_csv(campaign, tmp_path):
         ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "")
     path.write_text(json.dumps({**json.loads(path.read_text()), "gpu": 7}))
     assert run_main(campaign, tmp_path / "r2.md") == 2
+
+
+def test_cupti_throughput_marks_the_original_at_bound_and_goes_to_the_csv(campaign, tmp_path):
+    # op_other is "other" by the harness's rates (100 GB/s of 4000); CUPTI says its DRAM is at 91% of peak.
+    path = campaign[0] / "runs" / "op_other" / "final.json"
+    cupti = {"size": 0, "metrics": [report.CUPTI_DRAM, report.CUPTI_SM],
+             "original": {report.CUPTI_DRAM: 91.0, report.CUPTI_SM: 12.5},
+             "kforge": {report.CUPTI_DRAM: 90.0, report.CUPTI_SM: 13.0}}
+    path.write_text(json.dumps({**json.loads(path.read_text()), "cupti": cupti}))
+    operators = loaded(campaign)
+    other = next(o for o in operators if o.op == "op_other")
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "at_bound"
+    out = tmp_path / "r.md"
+    assert run_main(campaign, out) == 0
+    rows = {r["op"]: r for r in csv.DictReader(out.with_name("r.csv").open())}
+    assert (rows["op_other"]["original_dram_pct"], rows["op_other"]["original_sm_pct"],
+            rows["op_other"]["kforge_dram_pct"]) == ("91.0", "12.5", "90.0")
+    assert rows["op_win"]["original_dram_pct"] == ""
+    # Below the threshold, or a profiler that could not run, leaves the class as it was.
+    cupti["original"] = {report.CUPTI_DRAM: 79.0}
+    path.write_text(json.dumps({**json.loads(path.read_text()), "cupti": cupti}))
+    other = next(o for o in loaded(campaign) if o.op == "op_other")
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "cupti": {"error": "no driver"}}))
+    other = next(o for o in loaded(campaign) if o.op == "op_other")
+    assert other.final.cupti == {} and report.why_not_improved(other, report.outcome(other, "kforge")) == "other"

@@ -22,6 +22,10 @@ search's winner on EVERY size of the harness's sweep, checked, then timed interl
    peaks they are judged against (``--peak-gbps``: the copy bandwidth measured on the card;
    ``--peak-tflops``: the nominal dense fp16/bf16 tensor-core peak; both default to the card's, PEAKS).
    final.json names the card (``gpu``).
+4. CUPTI metrics (``cupti``) of the original and of each correct winner on the largest size: DRAM and
+   SM throughput against their peaks, achieved occupancy, bytes moved, the kernels' time (kforge's range
+   profiler, kforge.triton.cupti_metrics; one range per kernel, values combined over the call's
+   kernels). Under the same exclusive lock; a profiler that cannot run leaves ``cupti.error``.
 """
 
 from __future__ import annotations
@@ -158,6 +162,27 @@ def compile_outside_the_lock(calls: dict, inputs: list) -> None:
         torch.cuda.synchronize()
 
 
+# What the final measurement profiles (the report's at_bound reads the first two).
+CUPTI_METRICS = ["dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                 "sm__warps_active.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum",
+                 "dram__bytes_write.sum", "gpu__time_duration.sum"]
+
+
+def profile_calls(calls: dict, names: list[str], x, device) -> dict:
+    """{"size": -1, "metrics": [...], program name: {metric: value}} for ``call(x)`` of each program, or
+    {"error": why} where the profiler cannot run; a program that fails under it gets {"error": why}."""
+    out: dict = {"metrics": CUPTI_METRICS}
+    for name in names:
+        try:
+            out[name] = device.kernel_metrics(lambda: calls[name](x), lambda: None, CUPTI_METRICS, True)
+        except Exception as e:  # noqa: BLE001 - recorded; the table does not depend on it
+            from kforge.triton.cupti_metrics import ProfilerUnavailable
+            if isinstance(e, ProfilerUnavailable) and name == names[0]:
+                return {"error": f"{e}"}
+            out[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    return out
+
+
 def rate(fn, inp, ms):
     try:
         return float(fn(inp, ms)) if ms else None
@@ -205,6 +230,8 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     compile_outside_the_lock(calls, inputs)
     with worker.lock.hold(exclusive=True):  # the GPU alone: other searches on it wait to time
         times, errors = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
+        profiled = ["original"] + [n for n in candidates if n in calls and not errors[n] and candidates[n]["correct"]]
+        cupti = {"size": len(inputs) - 1, **profile_calls(calls, profiled, inputs[-1], worker.device)}
     for name in candidates:
         if name in times:
             candidates[name]["ms"] = times[name]
@@ -217,7 +244,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
             "original": {"ms": original, "errors": errors["original"],
                          "gbps": [rate(h.perf.get_gbps, x, ms) for x, ms in zip(inputs, original)],
                          "tflops": [rate(h.perf.get_tflops, x, ms) for x, ms in zip(inputs, original)]},
-            "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}}
+            "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}, "cupti": cupti}
 
 
 def main(argv=None) -> int:

@@ -44,6 +44,9 @@ SUCCESS_SPEEDUP = 1.05                    # a success: correct and at least this
 # Why-not-improved thresholds.
 AT_BOUND_GBPS = 0.80                      # the original reaches this fraction of the measured copy bandwidth
 AT_BOUND_TFLOPS = 0.60                    # ... or this fraction of the nominal dense fp16 peak
+AT_BOUND_CUPTI_PCT = 80.0                 # ... or CUPTI's DRAM or SM throughput (% of peak) reaches this
+CUPTI_DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+CUPTI_SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 NO_EFFECT_SPAN = 1.05                     # the ok trials' slowest / fastest below this: knobs without effect
 LATE_FRACTION = 0.75                      # the best trial after this fraction of the search's clock: too short
 ORIGINAL_FAILED = ("the original program", "the inputs function failed")  # the program worker's setup failures
@@ -69,7 +72,8 @@ TRITONFORGE = {
 CSV_COLUMNS = ("op", "bucket", "source_len", "runnable", "category", "n_sizes", "searched", "has_final", "gpu",
                "kforge_speedup", "kforge_size_min", "kforge_size_median", "kforge_size_max", "kforge_correct",
                "kforge_trials", "kforge_search_gpu_s", "kforge_configuration", "random_speedup",
-               "autotune_speedup", "why_not_improved")
+               "autotune_speedup", "original_dram_pct", "original_sm_pct", "kforge_dram_pct", "kforge_sm_pct",
+               "why_not_improved")
 
 
 class ReportError(Exception):
@@ -164,6 +168,13 @@ class Final:
     peak_tflops: float | None
     ops_at_once: int = 1    # how many operators' searches shared the GPU (timing exclusive by its lock)
     gpu: str | None = None  # the card the final measurement ran on (final.json's ``gpu``; older ones lack it)
+    # CUPTI metrics on the largest size (final.json's ``cupti``): program name -> {metric: value}; older
+    # final.json files and runs where the profiler could not run have none.
+    cupti: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+
+    def cupti_metric(self, program: str, metric: str) -> float | None:
+        v = self.cupti.get(program, {}).get(metric)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
 
 
 def _number_list(value: Any, n: int, path: Path, what: str) -> list[float | None]:
@@ -212,7 +223,12 @@ def parse_final(data: Any, path: Path) -> Final:
         raise ReportError(f"{path}: 'gpu' must be a string (the card's name)")
     if isinstance(ops_at_once, bool) or not isinstance(ops_at_once, int) or ops_at_once < 1:
         raise ReportError(f"{path}: 'ops_at_once' must be a positive integer")
-    return Final(ops_at_once=ops_at_once, gpu=gpu,
+    cupti = data.get("cupti") or {}
+    if not isinstance(cupti, dict):
+        raise ReportError(f"{path}: 'cupti' must be an object")
+    cupti_programs = {name: {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                      for name, values in cupti.items() if isinstance(values, dict) and "error" not in values}
+    return Final(ops_at_once=ops_at_once, gpu=gpu, cupti=cupti_programs,
                  sizes=[str(s) for s in data["sizes"]],
                  original_ms=_number_list(original.get("ms"), n, path, "original.ms"),
                  original_gbps=_number_list(original.get("gbps"), n, path, "original.gbps"),
@@ -367,12 +383,16 @@ def distinct_configurations(trials: Iterable[dict]) -> int:
 
 
 def original_at_bound(final: Final) -> bool:
-    """The original's best size reaches AT_BOUND_GBPS of the copy bandwidth or AT_BOUND_TFLOPS of the peak."""
+    """The original's best size reaches AT_BOUND_GBPS of the copy bandwidth or AT_BOUND_TFLOPS of the peak
+    (the harness's own GB/s and TFLOP/s), or CUPTI measured its DRAM or SM throughput on the largest size
+    at AT_BOUND_CUPTI_PCT of peak or more."""
     def best_fraction(values: list[float | None], peak: float | None) -> float:
         numbers = [v for v in values if v is not None]
         return max(numbers) / peak if numbers and peak else 0.0
+    cupti = [final.cupti_metric("original", m) for m in (CUPTI_DRAM, CUPTI_SM)]
     return (best_fraction(final.original_gbps, final.peak_gbps) >= AT_BOUND_GBPS or
-            best_fraction(final.original_tflops, final.peak_tflops) >= AT_BOUND_TFLOPS)
+            best_fraction(final.original_tflops, final.peak_tflops) >= AT_BOUND_TFLOPS or
+            any(v is not None and v >= AT_BOUND_CUPTI_PCT for v in cupti))
 
 
 def ok_times(trials: list[dict]) -> list[tuple[float, float]]:
@@ -391,7 +411,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size;
     - ``no_knob``: at most one distinct configuration tried (from kforge.jsonl; without it, final.json's
       trial count, and an operator with neither counts zero);
-    - ``at_bound``: the original's best size reaches 80% of the copy bandwidth or 60% of the fp16 peak;
+    - ``at_bound``: the original's best size reaches 80% of the copy bandwidth or 60% of the fp16 peak,
+      or CUPTI's DRAM or SM throughput of the original on the largest size is 80% of peak or more;
     - ``knobs_without_effect``: at least two ok trials and slowest / fastest < 1.05;
     - ``search_too_short``: the fastest ok trial finished in the last 25% of the search's clock;
     - ``other``: none of these.
@@ -588,7 +609,8 @@ WHY_TEXT = {
     "wrong": "kforge's best candidate was incorrect (or failed) at the harness sizes",
     "no_knob": "at most one distinct configuration was tried",
     "at_bound": f"the original's best size already reaches {AT_BOUND_GBPS:.0%} of the copy bandwidth "
-                f"or {AT_BOUND_TFLOPS:.0%} of the fp16 peak",
+                f"or {AT_BOUND_TFLOPS:.0%} of the fp16 peak, or CUPTI measured its DRAM or SM throughput "
+                f"at {AT_BOUND_CUPTI_PCT:.0f}% of peak or more (largest size)",
     "knobs_without_effect": f"the ok trials' times span less than {NO_EFFECT_SPAN - 1:.0%} (slowest / fastest)",
     "search_too_short": f"the fastest trial came in the last {1 - LATE_FRACTION:.0%} of the search's clock",
     "other": "none of the above",
@@ -705,6 +727,8 @@ def csv_row(o: Operator) -> dict[str, str]:
         json.dumps(k.configuration, sort_keys=True, separators=(",", ":")),
         "random_speedup": fmt_num(outcome(o, "random").speedup),
         "autotune_speedup": fmt_num(outcome(o, "autotune").speedup),
+        **{f"{program}_{unit}_pct": fmt_num(o.final.cupti_metric(program, metric) if o.final else None, 1)
+           for program in ("original", "kforge") for unit, metric in (("dram", CUPTI_DRAM), ("sm", CUPTI_SM))},
         "why_not_improved": why_not_improved(o, k) or "",
     }
 
