@@ -1,6 +1,7 @@
 #include "kforge/experiment.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -89,7 +90,7 @@ class loop {
       }
       bool from_store = false;
       auto group = next_group(from_store);
-      observe(std::move(group), from_store);
+      if (!group.empty()) observe(std::move(group), from_store);
     }
     res_.clock_s = simulated_ ? sim_clock_ : wall_clock();
     res_.wall_s = seconds_since(t0_);
@@ -230,7 +231,9 @@ class loop {
       expected += stored_.count(s) ? 0 : 1;
     if (expected == 0) throw error("the evaluator has nothing in flight, but the loop waits for it");
     while (group.empty() || (opts_.schedule == schedule_mode::batches && group.size() < expected)) {
-      auto done = eval_.collect(true);
+      bool deadline = false;
+      auto done = wait_for_arrivals(deadline);
+      if (deadline) break;  // the run loop stops next (interrupt or wall grace); what came is observed
       if (done.empty() && eval_.in_flight() == 0)
         throw error("the evaluator returned " + std::to_string(group.size()) + " of " +
                     std::to_string(expected) + " trials");
@@ -247,6 +250,27 @@ class loop {
     std::sort(group.begin(), group.end(),
               [](const trial& a, const trial& b) { return a.sequence < b.sequence; });
     return group;
+  }
+
+  // The evaluator's next completions. Where the run can end while trials are in flight (a wall-time
+  // budget with its grace, an interrupt flag), the evaluator is polled rather than waited on, so that a
+  // worker that does not answer (one waiting for a GPU another process holds, a hung kernel below the
+  // evaluator's own timeout) cannot keep the run past its budget or a Ctrl-C: `deadline` is set and
+  // nothing is returned once the loop must stop. Otherwise a blocking wait.
+  std::vector<trial> wait_for_arrivals(bool& deadline) {
+    const bool can_end_early = !simulated_ && (budget_.wall_seconds || opts_.interrupt);
+    if (!can_end_early) return eval_.collect(true);
+    while (true) {
+      auto done = eval_.collect(false);
+      if (!done.empty() || eval_.in_flight() == 0) return done;
+      if (!stopping_)
+        if (auto r = budget_reached()) stop(*r);
+      if ((opts_.interrupt && opts_.interrupt->load()) || wall_grace_over()) {
+        deadline = true;
+        return {};
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   }
 
   // On resume, a stored group can only be completed by proposals; a loop that cannot propose more (the

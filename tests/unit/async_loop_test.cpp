@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -199,6 +201,66 @@ TEST(async_loop, trials_in_flight_past_the_wall_time_grace_are_dropped) {
   EXPECT_LE(r.history.size(), 3u);
   EXPECT_LT(took, 2.0);
   EXPECT_NE(log.str().find("were dropped (budget.wall_grace_s)"), std::string::npos) << log.str();
+}
+
+// An evaluator whose workers never answer (each waits for a GPU another process holds): a blocking
+// collect() returns nothing only after `block`, a polling one at once.
+class silent_workers final : public async_evaluator {
+ public:
+  explicit silent_workers(std::chrono::milliseconds block) : block_(block) {}
+  void submit(std::vector<evaluation_request> r) override { n_ += r.size(); }
+  std::vector<trial> collect(bool wait) override {
+    if (wait) std::this_thread::sleep_for(block_);
+    return {};
+  }
+  std::size_t in_flight() const override { return n_; }
+  std::size_t parallelism() const override { return 2; }
+
+ private:
+  std::size_t n_ = 0;
+  std::chrono::milliseconds block_;
+};
+
+double seconds_of(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(async_loop, workers_that_never_answer_do_not_keep_the_run_past_its_wall_grace) {
+  register_builtins();
+  test::stencil_replay f;
+  std::vector<std::size_t> asked, pending;
+  strategy s(recording_strategy{&asked, &pending});
+  evaluator e(std::make_unique<silent_workers>(std::chrono::milliseconds(4000)));
+  budget_spec b;
+  b.wall_seconds = 0.1;
+  b.wall_grace_seconds = 0.2;
+  run_result r;
+  const double took = seconds_of([&] { r = run_loop(f.prob.space, s, e, b, 1, 2, nullptr, {}); });
+  EXPECT_EQ(r.reason, stop_reason::wall_time);
+  EXPECT_EQ(r.history.size(), 0u);
+  EXPECT_LT(took, 2.0);  // a blocking wait would take 4 s
+}
+
+TEST(async_loop, an_interrupt_ends_a_run_whose_workers_never_answer) {
+  register_builtins();
+  test::stencil_replay f;
+  std::vector<std::size_t> asked, pending;
+  strategy s(recording_strategy{&asked, &pending});
+  evaluator e(std::make_unique<silent_workers>(std::chrono::milliseconds(4000)));
+  std::atomic<bool> stop{false};
+  run_options o;
+  o.interrupt = &stop;
+  std::thread ctrl_c([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    stop = true;
+  });
+  run_result r;
+  const double took = seconds_of([&] { r = run_loop(f.prob.space, s, e, budget_spec{}, 1, 2, nullptr, o); });
+  ctrl_c.join();
+  EXPECT_EQ(r.reason, stop_reason::interrupted);
+  EXPECT_LT(took, 2.0);
 }
 
 TEST(async_loop, the_default_wall_grace_is_a_tenth_of_the_budget_and_at_least_five_seconds) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -29,7 +30,21 @@ std::string cupti_text(CUptiResult r) {
   return s ? s : ("CUptiResult " + std::to_string(static_cast<int>(r)));
 }
 
+// KFORGE_CUPTI_TRACE=1: each CUPTI call's name and result on stderr as it returns (to find where a
+// process dies inside CUPTI: the call after the last line).
+bool tracing() {
+  static const bool on = [] {
+    const char* e = std::getenv("KFORGE_CUPTI_TRACE");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
 void cupti_check(CUptiResult r, const char* where) {
+  if (tracing()) {
+    std::fprintf(stderr, "kforge cupti: %s -> %d\n", where, static_cast<int>(r));
+    std::fflush(stderr);
+  }
   if (r != CUPTI_SUCCESS) throw profiling_unavailable(std::string(where) + ": " + cupti_text(r));
 }
 
@@ -311,8 +326,13 @@ std::vector<range_metrics> range_profiler::collect(void* object, const std::vect
     ri.counterDataImageSize = data.size();
     ri.rangeIndex = r;
     ri.rangeDelimiter = "/";
-    if (cuptiRangeProfilerCounterDataGetRangeInfo(&ri) == CUPTI_SUCCESS && ri.rangeName)
-      out.name = ri.rangeName;
+    const auto info_result = cuptiRangeProfilerCounterDataGetRangeInfo(&ri);
+    if (tracing()) {
+      std::fprintf(stderr, "kforge cupti: range %zu name %s -> %d\n", r, ri.rangeName ? ri.rangeName : "(null)",
+                   static_cast<int>(info_result));
+      std::fflush(stderr);
+    }
+    if (info_result == CUPTI_SUCCESS && ri.rangeName) out.name = ri.rangeName;
     std::vector<double> values(names.size(), 0.0);
     auto ev = make_params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
         CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);

@@ -8,21 +8,20 @@
 #include <stdexcept>
 #include <string>
 
-#define KF_CUDA_DRIVER_FUNCTIONS(X)                                                                          \
-  X(cuInit)                                                                                                  \
-  X(cuDriverGetVersion)                                                                                      \
-  X(cuDeviceGetCount)                                                                                        \
-  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetPCIBusId)       \
-      X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent)         \
-          X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)  \
-              X(cuStreamQuery) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)           \
-                  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload)          \
-                      X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncGetAttribute)                      \
-                          X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyDtoH) \
-                              X(cuMemcpyHtoD) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async)    \
-                                  X(cuGetErrorName) X(cuGetErrorString)                                      \
-                                      X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuMemGetInfo)         \
-                                          X(cuTensorMapEncodeTiled)
+#define KF_CUDA_DRIVER_FUNCTIONS(X)                                                                        \
+  X(cuInit)                                                                                                \
+  X(cuDriverGetVersion)                                                                                    \
+  X(cuDeviceGetCount)                                                                                      \
+  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetPCIBusId)     \
+      X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent)       \
+          X(cuCtxSynchronize) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery) \
+              X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)    \
+                  X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)       \
+                      X(cuModuleGetGlobal) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)   \
+                          X(cuMemAlloc) X(cuMemFree) X(cuMemcpyDtoH) X(cuMemcpyHtoD) X(cuMemcpyDtoDAsync)  \
+                              X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuGetErrorName) X(cuGetErrorString) \
+                                  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuMemGetInfo)           \
+                                      X(cuTensorMapEncodeTiled)
 
 namespace kf::cuda {
 

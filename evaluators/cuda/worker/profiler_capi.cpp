@@ -3,6 +3,7 @@
 #include "evaluators/cuda/worker/profiler_capi.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -10,6 +11,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <cupti.h>
 
 #include "evaluators/cuda/worker/cupti_tools.hpp"
 #include "evaluators/cuda/worker/driver_api.hpp"
@@ -28,6 +31,18 @@ void put_error(char* err, std::size_t err_size, const std::string& text) {
   err[n] = '\0';
 }
 
+// KFORGE_CUPTI_TRACE=1: the steps on stderr (cupti_tools traces each CUPTI call).
+void trace(const char* step) {
+  static const bool on = [] {
+    const char* e = std::getenv("KFORGE_CUPTI_TRACE");
+    return e && *e && std::string(e) != "0";
+  }();
+  if (on) {
+    std::fprintf(stderr, "kforge cupti: %s\n", step);
+    std::fflush(stderr);
+  }
+}
+
 // "a,b, c" -> {"a", "b", "c"}; empty names are skipped.
 std::vector<std::string> split_names(const char* text) {
   std::vector<std::string> out;
@@ -40,22 +55,24 @@ std::vector<std::string> split_names(const char* text) {
   return out;
 }
 
-// The context current on this thread, checked against the device the caller names.
+// The context current on this thread, which must be device `ordinal`'s primary context (torch's). Not
+// cuCtxGetDevice: through cuGetProcAddress at CUDA 13.0 that name resolves to cuCtxGetDevice_v2, which
+// takes the context as a second argument (a call with one argument crashed on an H100).
 std::pair<CUcontext, CUdevice> current_context(int ordinal) {
   const auto& d = kf::cuda::driver();
   CUcontext ctx = nullptr;
   kf::cuda::check(d.cuCtxGetCurrent_(&ctx), "cuCtxGetCurrent");
   if (!ctx)
-    throw kf::error(
-        "no CUDA context is current on this thread: initialise the device first (e.g. "
-        "torch.cuda.init() and one operation on it)");
+    throw kf::error("no CUDA context is current on this thread: initialise the device first (e.g. "
+                    "torch.cuda.init() and one operation on it)");
   CUdevice dev = 0;
-  CUdevice want = 0;
-  kf::cuda::check(d.cuCtxGetDevice_(&dev), "cuCtxGetDevice");
-  kf::cuda::check(d.cuDeviceGet_(&want, ordinal), "cuDeviceGet");
-  if (dev != want)
-    throw kf::error("the current CUDA context belongs to another device than ordinal " +
-                    std::to_string(ordinal));
+  kf::cuda::check(d.cuDeviceGet_(&dev, ordinal), "cuDeviceGet");
+  CUcontext primary = nullptr;
+  kf::cuda::check(d.cuDevicePrimaryCtxRetain_(&primary, dev), "cuDevicePrimaryCtxRetain");
+  d.cuDevicePrimaryCtxRelease_(dev);
+  if (primary != ctx)
+    throw kf::error("the current CUDA context is not device " + std::to_string(ordinal) +
+                    "'s primary context (profile on the device the program runs on)");
   return {ctx, dev};
 }
 
@@ -65,7 +82,13 @@ extern "C" {
 
 kf_cupti_profiler* kf_cupti_open(int ordinal, char* err, size_t err_size) {
   try {
+    trace("kf_cupti_open: the driver");
+    kf::cuda::driver();
+    trace("kf_cupti_open: the current context");
     const auto [ctx, dev] = current_context(ordinal);
+    uint32_t version = 0;
+    cuptiGetVersion(&version);
+    trace(("kf_cupti_open: CUPTI API version " + std::to_string(version) + ", the profiler").c_str());
     auto p = std::make_unique<kf_cupti_profiler>();
     p->profiler = std::make_unique<kf::cuda::range_profiler>(ctx, dev, ordinal, /*keep_session=*/false);
     return p.release();

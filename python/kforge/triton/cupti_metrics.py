@@ -178,3 +178,60 @@ class CuptiProfiler:
         out["cupti.passes"] = float(answer.get("passes", 0))
         out["cupti.ranges_dropped"] = float(answer.get("dropped", 0))
         return out
+
+
+def _loaded_cupti() -> list[str]:
+    """The CUPTI and perfworks libraries mapped into this process (Linux), to see whose copy is used."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            paths = {line.split()[-1] for line in f if "cupti" in line or "nvperf" in line}
+        return sorted(p for p in paths if p.startswith("/"))
+    except OSError:
+        return []
+
+
+def main(argv=None) -> int:
+    """A check on a GPU: the metrics of a torch elementwise add of 2^24 floats (one kernel) and of two
+    adds (two kernels); with --after-kineto, after a torch.profiler session has run in the process (as in
+    the program worker). Prints the answers and the CUPTI libraries loaded."""
+    import argparse
+    import faulthandler
+    faulthandler.enable()
+    ap = argparse.ArgumentParser(description=main.__doc__.split(";")[0])
+    ap.add_argument("--after-kineto", action="store_true")
+    ap.add_argument("--device", type=int, default=0)
+    a = ap.parse_args(argv)
+    import torch
+    torch.cuda.set_device(a.device)
+    x = torch.rand(1 << 24, device="cuda")
+    y = torch.empty_like(x)
+    torch.cuda.synchronize()
+    if a.after_kineto:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]):
+            torch.add(x, x, out=y)
+            torch.cuda.synchronize()
+    print("loaded before:", _loaded_cupti(), flush=True)
+    profiler = CuptiProfiler(a.device)
+    print("opened; loaded:", _loaded_cupti(), flush=True)
+    names = ["dram__bytes_read.sum", "dram__bytes_write.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+             "sm__throughput.avg.pct_of_peak_sustained_elapsed"]
+
+    def one():
+        torch.add(x, x, out=y)
+        torch.cuda.synchronize()
+
+    def two():
+        torch.add(x, x, out=y)
+        torch.mul(y, 2.0, out=y)
+        torch.cuda.synchronize()
+
+    for label, call in (("one add (expect ~67 MB read, ~67 MB written)", one), ("add then mul", two)):
+        print(label, json.dumps(profiler.profile_ranges(names, call, lambda: None)), flush=True)
+        print(label, "aggregated", json.dumps(profiler.metrics(names, call, lambda: None)), flush=True)
+    profiler.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
