@@ -6,6 +6,7 @@
 //   runner outcome (answer, or the worker lost: crashed / timeout) -> trial -> collect()
 #include "kforge/evaluators/program.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -55,6 +56,14 @@ std::filesystem::path default_cache_dir() {
   return std::filesystem::temp_directory_path() / "kforge-cache";
 }
 
+constexpr double default_compile_timeout_s = 60.0;
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
 struct program_options {
   std::string python;
   std::filesystem::path worker;  // program_worker.py
@@ -65,6 +74,7 @@ struct program_options {
   json timing;
   bool profile = true;
   int profile_calls = 5;
+  double compile_timeout_s = 60.0;
   std::vector<std::string> metrics;
 
   static program_options parse(const options& o, const evaluator_context& ctx) {
@@ -99,6 +109,15 @@ struct program_options {
     check_timing_options(o);
     p.profile = o.boolean("profile");
     p.profile_calls = static_cast<int>(o.integer("profile_calls"));
+    p.compile_timeout_s = std::min(default_compile_timeout_s, p.run.request_timeout_s / 2);
+    if (o.has("compile_timeout_s")) {
+      p.compile_timeout_s = o.real("compile_timeout_s");
+      if (p.compile_timeout_s < 0) o.fail("compile_timeout_s", "must be >= 0 (0: no limit)");
+      if (p.compile_timeout_s > 0 && p.compile_timeout_s >= p.run.request_timeout_s)
+        o.fail("compile_timeout_s",
+               "must be below request_timeout_s (" + seconds_text(p.run.request_timeout_s) +
+                   "), or a slow compile kills the worker instead of failing the variant");
+    }
     if (o.has("metrics")) {
       p.metrics = o.json("metrics").get<std::vector<std::string>>();
       if (!p.profile) o.fail("metrics", "set profile: true to collect them");
@@ -141,6 +160,7 @@ class program_evaluator final : public async_evaluator {
              {"timing", opt_.timing},
              {"profile", opt_.profile},
              {"profile_calls", opt_.profile_calls},
+             {"compile_timeout_s", opt_.compile_timeout_s},
              {"metrics", opt_.metrics}};
     if (!spec_->end_marker.empty()) base_["end_marker"] = spec_->end_marker;
     if (!spec_->adapter_file.empty())
@@ -319,6 +339,11 @@ void register_program_evaluator() {
                bool_option("profile", true,
                            "the kernels' own time from CUPTI activity records (torch.profiler)"),
                int_option("profile_calls", 5, "calls recorded for the kernels' time", 1, 1000),
+               optional_option("compile_timeout_s", option_type::real,
+                               "seconds: a candidate whose kernels take longer to compile is a timeout trial "
+                               "and the worker goes on (Triton's compile in a forked child, "
+                               "kforge.triton.bounded_compile); 0: no limit but request_timeout_s (default: "
+                               "60, or half of request_timeout_s where that is less)"),
                optional_option("metrics", option_type::list,
                                "CUPTI metrics of the call's kernels (kforge's range profiler, "
                                "libkforge_cupti.so): counts "

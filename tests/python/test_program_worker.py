@@ -75,6 +75,7 @@ def test_metrics_of_the_launched_kernels(worker):
     (2, "wrong_result", "returned[0]: 7 of 7 elements differ"),   # unwritten: the poisoned pool shows
     (6, "launch_failed", "out of resources"),
     (7, "wrong_result", "argument 0: 1 of 7 elements differ; first at (0,)"),
+    (9, "timeout", "took longer than 10 s"),
 ])
 def test_faults_are_statuses(worker, mode, status, words):
     out = worker.evaluate(request(mode))
@@ -180,8 +181,8 @@ def test_cut_program_and_apply_knobs():
 def test_knobs_as_parameters():
     params = pw.knobs_as_parameters((PROGRAMS / "fake_ops.py").read_text())
     by_name = {p["name"]: p for p in params}
-    assert by_name["num_warps"]["knob"] == {"launch": "axpy:41"}
-    assert by_name["MODE"]["knob"] == {"literal": "axpy:40"} and by_name["MODE"]["default"] == 0
+    assert by_name["num_warps"]["knob"] == {"launch": "axpy:45"}
+    assert by_name["MODE"]["knob"] == {"literal": "axpy:44"} and by_name["MODE"]["default"] == 0
 
 
 def test_protocol_over_pipes(tmp_path):

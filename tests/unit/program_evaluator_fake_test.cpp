@@ -38,20 +38,20 @@ TEST(program_evaluator_fake, every_fault_is_a_trial_and_workers_come_back) {
   test::temp_dir tmp;
   const auto cfg = write_experiment(
       tmp, *python,
-      "  parameters:\n    - {name: MODE, values: [0, 1, 2, 3, 4, 5, 6, 7, 8], knob: {literal: axpy}}\n"
+      "  parameters:\n    - {name: MODE, values: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], knob: {literal: axpy}}\n"
       "    - {name: num_warps, values: [4], knob: {launch: axpy}}\n",
       ", devices: [0, 1], request_timeout_s: 3");
   const auto spec = load_experiment(cfg.string());
   EXPECT_EQ(spec.prob.source_kind, "program");
   const auto res = run_experiment(spec, {});
-  ASSERT_EQ(res.history.size(), 9u);
+  ASSERT_EQ(res.history.size(), 10u);
   std::map<std::int64_t, const trial*> by_mode;
   for (const auto& t : res.history.trials())
     by_mode[spec.prob.space.value_of(t.cfg, 0).as_int()] = &t;
   const std::map<std::int64_t, status> expected = {
       {0, status::ok},      {1, status::wrong_result}, {2, status::wrong_result},  {3, status::crashed},
       {4, status::timeout}, {5, status::crashed},      {6, status::launch_failed}, {7, status::wrong_result},
-      {8, status::ok}};
+      {8, status::ok},      {9, status::timeout}};
   for (const auto& [mode, st] : expected) {
     ASSERT_TRUE(by_mode.count(mode)) << mode;
     const trial& t = *by_mode[mode];
@@ -66,6 +66,8 @@ TEST(program_evaluator_fake, every_fault_is_a_trial_and_workers_come_back) {
   }
   EXPECT_NE(by_mode[2]->error.find("returned[0]"), std::string::npos) << by_mode[2]->error;
   EXPECT_NE(by_mode[7]->error.find("argument 0"), std::string::npos) << by_mode[7]->error;
+  // A compile past compile_timeout_s is the worker's answer (it goes on), not the runner's kill.
+  EXPECT_NE(by_mode[9]->error.find("took longer than"), std::string::npos) << by_mode[9]->error;
   // The worker that died (twice: MODE 3 is retried once), hung and faulted were replaced.
   run_store st(tmp.path() / "run");
   const auto ev = st.meta("evaluator");
@@ -113,6 +115,26 @@ TEST(program_evaluator_fake, a_python_given_by_name_is_found_on_path) {
   ::setenv("PATH", old_path.c_str(), 1);
   ASSERT_EQ(res.history.size(), 1u);
   EXPECT_EQ(res.history.trials()[0].st, status::ok) << res.history.trials()[0].error;
+}
+
+// A compile limit the runner's kill would pre-empt is misuse, named by its key; by default the limit
+// stays below the request timeout (half of it here), so the fake test above gets its timeout trial.
+TEST(program_evaluator_fake, a_compile_limit_past_the_request_timeout_is_refused) {
+  std::string why;
+  const auto python = test::python_with("numpy", why);
+  if (!python) GTEST_SKIP() << why;
+  register_builtins();
+  test::temp_dir tmp;
+  const auto cfg = write_experiment(tmp, *python,
+                                    "  parameters:\n    - {name: MODE, values: [0], knob: {literal: axpy}}\n",
+                                    ", devices: [0], request_timeout_s: 10, compile_timeout_s: 10");
+  try {
+    run_experiment(load_experiment(cfg.string()), {});
+    FAIL() << "compile_timeout_s: 10 with request_timeout_s: 10 was accepted";
+  } catch (const kf::error& e) {
+    EXPECT_NE(std::string(e.what()).find("compile_timeout_s"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("request_timeout_s (10 s)"), std::string::npos) << e.what();
+  }
 }
 
 // `adapter: FILE:FUNCTION` binds the callable: here it unpacks one tuple argument per call (how

@@ -20,7 +20,7 @@ line on stdout (flushed; fd 1 points to stderr otherwise, so a program's prints 
 "add_wrapper", "target": "BLOCK_SIZE", "value": 256}, ...], "time_shapes": [-1], "seed": 0,
 "tolerances": {"f32": {"rel": 1e-5, "abs": 1e-6}}, "timing": {"warmup": 3, "min_repeats": 15,
 "max_repeats": 200, "target_rel_ci": 0.01, "max_seconds": 3.0, "flush_l2": true}, "profile": true,
-"profile_calls": 5}``
+"profile_calls": 5, "compile_timeout_s": 60}``
 
 -> ``{"id": N, "status": "ok", "error": "", "times_ms": [...], "metrics": {...}, "compile_s": ...,
 "check_s": ..., "benchmark_s": ..., "profile_s": ..., "fatal": false, "notes": ""}``, and
@@ -69,7 +69,9 @@ What an evaluation does:
    ``cupti.passes`` and ``cupti.ranges_dropped``; unavailable metrics are a note, not a failure.
 
 Statuses: ``invalid`` (a knob does not apply), ``compile_failed`` (the variant does not import, or Triton
-does not compile a kernel: its message), ``launch_failed`` (the wrapper raised), ``wrong_result``,
+does not compile a kernel: its message), ``timeout`` (Triton's compile of one of the candidate's kernels
+took longer than ``compile_timeout_s``: kforge.triton.bounded_compile; the original's compile is not
+bounded), ``launch_failed`` (the wrapper raised), ``wrong_result``,
 ``crashed`` with ``fatal: true`` (the device is broken: the worker exits and the runner starts another).
 A hang is the runner's timeout.
 """
@@ -94,7 +96,7 @@ from typing import Any
 if __package__ in (None, ""):  # run by path: python/ onto the path for the kforge package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from kforge.triton import line_protocol, program_devices, source_ops  # noqa: E402
+from kforge.triton import bounded_compile, line_protocol, program_devices, source_ops  # noqa: E402
 from kforge.triton.line_protocol import BadRequest, request_id  # noqa: E402
 
 PROTOCOL = 1
@@ -381,13 +383,22 @@ def _failure_text(error: BaseException, limit: int = 4000) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
-def _is_compile_error(error: BaseException) -> bool:
+def _caused_by(error: BaseException, names: tuple) -> bool:
     seen = error
     while seen is not None:
-        if type(seen).__name__ in ("CompilationError", "CompileTimeAssertionFailure", "PTXASError"):
+        if type(seen).__name__ in names:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _is_compile_error(error: BaseException) -> bool:
+    return _caused_by(error, ("CompilationError", "CompileTimeAssertionFailure", "PTXASError",
+                              "ChildCompileError"))
+
+
+def _is_compile_timeout(error: BaseException) -> bool:
+    return _caused_by(error, ("CompileTimeout",))
 
 
 def _is_device_error(error: BaseException) -> bool:
@@ -664,10 +675,12 @@ class Worker:
             stage = "check"
             for i, shape in enumerate(self.shapes):  # the first call compiles (Triton's JIT): not locked
                 t1 = time.perf_counter()
-                try:
+                try:  # the candidate's compiles are bounded (a size may compile kernels of its own)
+                    bounded_compile.limit(req.get("compile_timeout_s"))
                     with self.lock.hold(exclusive=False) if i > 0 else contextlib.nullcontext():
                         self._call_checked(wrapper, shape, i, tolerances)
                 finally:
+                    bounded_compile.limit(None)
                     if i == 0:
                         out["compile_s"] = time.perf_counter() - t0
                     else:
@@ -712,6 +725,8 @@ class Worker:
             broken = _is_device_error(e) or not self.device.healthy()
             if broken:
                 out.update(status="crashed", fatal=True, error=f"during {stage}: " + _failure_text(e))
+            elif _is_compile_timeout(e):
+                out.update(status="timeout", error=f"during {stage}: " + _failure_text(e))
             elif _is_compile_error(e):
                 out.update(status="compile_failed", error=_failure_text(e))
             else:
@@ -868,6 +883,8 @@ def main(argv=None) -> int:
         return 0
     out = line_protocol.claim_stdout()
     os.makedirs(a.cache, exist_ok=True)
+    if not a.fake:
+        bounded_compile.install()  # before any kernel binds Triton's compile
     try:
         device = program_devices.make_device("fake" if a.fake else "torch", a.device)
     except Exception as e:

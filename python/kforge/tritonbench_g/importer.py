@@ -12,7 +12,8 @@ DATA is ../shared/data/tritonbench-g (read where it is; nothing is copied). For 
   in the wrapper, launch keywords, autotune lists, heuristics) as parameters with their suggested values,
   the largest selected size timed (TritonBench's metric sums times over sizes: the largest sizes weigh
   most), all selected sizes checked; the default strategy (hybrid) or random search; a wall-time budget
-  that counts the workers' start-up (``wall_includes_setup``) with a 1 s grace.
+  that counts the workers' start-up (``wall_includes_setup``) with a 1 s grace; a candidate's compile
+  bounded by a third of the budget (``compile_timeout_s``: a longer one is a ``timeout`` trial).
 
 and ``CAMPAIGN/index.json``: one record per operator: ``status`` ``ready``, ``no_knob`` (nothing to turn:
 no experiment is written), ``excluded`` (by the exclusion file, with its reason) or ``error`` (the source
@@ -38,6 +39,17 @@ from kforge.triton.program_worker import knobs_as_parameters  # noqa: E402
 SEARCH_SIZES = "spread:3"
 # The program evaluator's options for every operator (docs: kforge plugins program).
 EVALUATOR = {"type": "program", "params": {"max_timing_seconds": 0.5, "workers_per_device": 2}}
+# A candidate's compile may take at most this share of the budget (and at least MIN_COMPILE_S): the
+# importer's doubled block sizes include tiles whose compile outlasts a 30 s search (attention_llama's
+# BLOCK 256-1024: 38 s to over 240 s on one core here), and a worker in such a compile searches nothing.
+COMPILE_SHARE = 1 / 3
+MIN_COMPILE_S = 5.0
+
+
+def evaluator(seconds: float) -> dict:
+    """The program evaluator for a search of ``seconds`` of wall time."""
+    params = dict(EVALUATOR["params"], compile_timeout_s=max(MIN_COMPILE_S, round(seconds * COMPILE_SHARE, 1)))
+    return {"type": EVALUATOR["type"], "params": params}
 
 
 def operators(data_dir: str) -> list[str]:
@@ -90,7 +102,7 @@ def experiment(data_dir: str, folder: str, op: str, call: str, parameters: list,
                     "call": call, "inputs": harness + ":shapes", "adapter": harness + ":bind",
                     "end_marker": END_MARKER, "parameters": parameters, "time_shapes": [-1]},
         "strategy": strategy,
-        "evaluator": EVALUATOR,
+        "evaluator": evaluator(seconds),
         # The whole run within `seconds` of the GPU: workers' start and the original's reference runs
         # included, trials still running 1 s after the budget dropped.
         "budget": {"wall_time_s": seconds, "wall_includes_setup": True, "wall_grace_s": 1.0},

@@ -2,12 +2,14 @@
 kernel launched as ``kernel[grid](...)``, and wrappers with the knobs a real program has (a literal in the
 wrapper, constexpr arguments and launch keywords at the launch). MODE plants faults:
 0 correct, 1 one wrong element, 2 output not written, 3 the process dies, 4 it hangs, 5 the device
-faults, 6 the launch raises, 7 an input is overwritten, 8 a difference within the tolerance."""
+faults, 6 the launch raises, 7 an input is overwritten, 8 a difference within the tolerance, 9 the
+compile outlasts its limit (what kforge.triton.bounded_compile raises)."""
 import os
 import time
 
 import numpy as np
 
+from kforge.triton.bounded_compile import CompileTimeout
 from kforge.triton.program_devices import fake_break_device, fake_empty
 from kforge.triton.program_devices import fake_tl as tl
 from kforge.triton.program_devices import fake_triton as triton  # the fake device runs no GPU
@@ -23,6 +25,8 @@ def axpy_kernel(x, y, out, n, alpha, BLOCK: tl.constexpr, MODE: tl.constexpr):
         time.sleep(3600)
     if MODE == 5:
         fake_break_device()
+    if MODE == 9:
+        raise CompileTimeout("Triton's compile of axpy_kernel took longer than 10 s (killed)")
     if MODE == 6:
         raise RuntimeError("out of resources: shared memory, required: 300000, hardware limit: 232448")
     out[...] = alpha * x + y
