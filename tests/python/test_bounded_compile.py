@@ -91,3 +91,29 @@ def test_without_a_limit_nothing_forks(bounded, monkeypatch):
     bc.limit(0)
     kernel = bounded(source(scale_kernel, 64), target=TARGET, options={"num_warps": 4})
     assert len(kernel.asm["cubin"]) > 1000
+
+
+def test_tritons_jit_compiles_through_the_bound(bounded):
+    """The path the worker relies on: a JITFunction binds ``triton.compiler.compile`` when it first runs
+    on a device (``create_binder``), so a kernel first run after ``install()`` compiles bounded."""
+    import autotune_fixture as fx
+    from triton.runtime.driver import driver
+
+    @triton.jit
+    def doubled(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+    before = driver._active  # None here (no GPU); reset_active() would look for a real driver
+    fx.use_fake_driver()
+    try:
+        x, out = fx.tensor([1.0] * 8), fx.tensor([0.0] * 8)
+        bc.limit(0.01)
+        with pytest.raises(bc.CompileTimeout):
+            doubled.warmup(x, out, 8, BLOCK=32, grid=(1,))
+        assert no_children()
+        bc.limit(120)
+        kernel = doubled.warmup(x, out, 8, BLOCK=32, grid=(1,))
+        assert len(kernel.asm["cubin"]) > 1000
+    finally:
+        driver._active = before
