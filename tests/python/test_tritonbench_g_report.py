@@ -188,6 +188,15 @@ def test_why_not_improved_classes(campaign):
     wrong.trials["kforge"] = [{**trial(i, {"BLOCK": 32 << i}, None, i, "launch_failed"), "error": message}
                               for i in range(3)]
     assert report.why_not_improved(wrong, report.outcome(wrong, "kforge")) == "original_failed"
+    # op_other's three ok trials and two compiles past the limit (2 of 5 >= a third): compile-limited;
+    # a timeout of the runner (no compile limit in its error) does not count.
+    other = next(o for o in operators if o.op == "op_other")
+    slow = {**trial(3, {"BLOCK": 1024}, None, 10, "timeout"),
+            "error": "during check: ... CompileTimeout: Triton's compile of k took longer than 10 s (killed)"}
+    other.trials["kforge"] = other.trials["kforge"] + [slow, {**slow, "sequence": 4}]
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "compile_limited"
+    other.trials["kforge"][-1]["error"] = other.trials["kforge"][-2]["error"] = "the worker was silent for 120 s"
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
 
 
 def run_main(campaign_and_data, out):

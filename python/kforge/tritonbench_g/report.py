@@ -50,7 +50,10 @@ CUPTI_SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 NO_EFFECT_SPAN = 1.05                     # the ok trials' slowest / fastest below this: knobs without effect
 LATE_FRACTION = 0.75                      # the best trial after this fraction of the search's clock: too short
 ORIGINAL_FAILED = ("the original program", "the inputs function failed")  # the program worker's setup failures
-WHY_CLASSES = ("original_failed", "wrong", "no_knob", "at_bound", "knobs_without_effect", "search_too_short", "other")
+COMPILE_LIMITED_SHARE = 1 / 3             # this share of the trials past the compile limit: compile-limited
+COMPILE_TIMEOUT = "took longer than"      # in a timeout trial's error: kforge.triton.bounded_compile's limit
+WHY_CLASSES = ("original_failed", "wrong", "no_knob", "at_bound", "compile_limited", "knobs_without_effect",
+               "search_too_short", "other")
 
 # TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
 BUCKET_EDGES = (801, 1711, 2493)
@@ -401,6 +404,11 @@ def ok_times(trials: list[dict]) -> list[tuple[float, float]]:
             if t["status"] == "ok" and isinstance(t.get("time_ms"), (int, float)) and t["time_ms"] > 0]
 
 
+def compile_timeouts(trials: list[dict]) -> int:
+    """Trials whose candidate's compile outlasted the program evaluator's compile limit."""
+    return sum(1 for t in trials if t["status"] == "timeout" and COMPILE_TIMEOUT in (t.get("error") or ""))
+
+
 def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     """The class of a runnable, searched operator whose kforge candidate is not a success (None otherwise),
     the first that applies in WHY_CLASSES' order:
@@ -413,6 +421,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
       trial count, and an operator with neither counts zero);
     - ``at_bound``: the original's best size reaches 80% of the copy bandwidth or 60% of the fp16 peak,
       or CUPTI's DRAM or SM throughput of the original on the largest size is 80% of peak or more;
+    - ``compile_limited``: a third or more of the trials were candidates whose compile outlasted the
+      program evaluator's ``compile_timeout_s`` (the knobs' large values cost the search its time);
     - ``knobs_without_effect``: at least two ok trials and slowest / fastest < 1.05;
     - ``search_too_short``: the fastest ok trial finished in the last 25% of the search's clock;
     - ``other``: none of these.
@@ -429,6 +439,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
         return "no_knob"
     if operator.final and original_at_bound(operator.final):
         return "at_bound"
+    if trials and compile_timeouts(trials) >= COMPILE_LIMITED_SHARE * len(trials):
+        return "compile_limited"
     times = ok_times(trials or [])
     if len(times) >= 2 and max(t for t, _ in times) / min(t for t, _ in times) < NO_EFFECT_SPAN:
         return "knobs_without_effect"
@@ -611,6 +623,8 @@ WHY_TEXT = {
     "at_bound": f"the original's best size already reaches {AT_BOUND_GBPS:.0%} of the copy bandwidth "
                 f"or {AT_BOUND_TFLOPS:.0%} of the fp16 peak, or CUPTI measured its DRAM or SM throughput "
                 f"at {AT_BOUND_CUPTI_PCT:.0f}% of peak or more (largest size)",
+    "compile_limited": f"{COMPILE_LIMITED_SHARE:.0%} or more of the trials were candidates whose compile "
+                       "outlasted the search's compile limit (compile_timeout_s)",
     "knobs_without_effect": f"the ok trials' times span less than {NO_EFFECT_SPAN - 1:.0%} (slowest / fastest)",
     "search_too_short": f"the fastest trial came in the last {1 - LATE_FRACTION:.0%} of the search's clock",
     "other": "none of the above",
