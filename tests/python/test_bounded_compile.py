@@ -39,6 +39,7 @@ def bounded(tmp_path, monkeypatch):
     assert bc.install()
     yield triton.compiler.compile
     bc.limit(None)
+    bc.around(None)
     bc.uninstall()
 
 
@@ -117,3 +118,24 @@ def test_tritons_jit_compiles_through_the_bound(bounded):
         assert len(kernel.asm["cubin"]) > 1000
     finally:
         driver._active = before
+
+
+def test_every_compile_runs_inside_the_around_context(bounded):
+    import contextlib
+    events = []
+
+    @contextlib.contextmanager
+    def recorder():
+        events.append("enter")
+        try:
+            yield
+        finally:
+            events.append("exit")
+
+    bc.around(recorder)
+    bc.limit(None)
+    bounded(source(scale_kernel, 32), target=TARGET, options={"num_warps": 4})
+    bc.limit(120)
+    with pytest.raises(bc.ChildCompileError):
+        bounded(source(bad_kernel, 3), target=TARGET, options={"num_warps": 4})
+    assert events == ["enter", "exit", "enter", "exit"]

@@ -235,3 +235,34 @@ def test_an_original_that_does_not_reproduce_itself_is_said_so(worker):
     assert out["status"] == "launch_failed"
     assert "not reproducible" in out["error"] and "candidates cannot be checked" in out["error"]
     assert out["original_failed"] and "original_failed" not in worker.evaluate(request(0))
+
+
+def test_a_compile_inside_a_check_lets_go_of_the_shared_lock(tmp_path, monkeypatch):
+    """Triton's compiles run inside the worker's ``_compiling`` context (bounded_compile.around): under a
+    shared hold another process may take the lock exclusively meanwhile, and the hold is back after; an
+    exclusive hold (a timing) is never let go."""
+    import fcntl
+    monkeypatch.setenv("KFORGE_LOCK_DIR", str(tmp_path))
+    w = pw.Worker(program_devices.FakeDevice(0), str(tmp_path / "cache"))
+    other = pw.DeviceLock(w.lock.path.rsplit("kforge-gpu-", 1)[1][:-len(".lock")])
+    assert other.path == w.lock.path
+
+    def other_can_take_it_exclusively():
+        try:
+            fcntl.flock(other.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(other.fd, fcntl.LOCK_UN)
+        return True
+
+    synchronized = []
+    monkeypatch.setattr(w.device, "synchronize", lambda: synchronized.append(True))
+    with w.lock.hold(exclusive=False):
+        assert not other_can_take_it_exclusively()
+        with w._compiling():
+            assert synchronized and other_can_take_it_exclusively()
+        assert not other_can_take_it_exclusively() and w.lock.mode == fcntl.LOCK_SH
+    with w.lock.hold(exclusive=True):
+        with w._compiling():
+            assert not other_can_take_it_exclusively()
+    assert other_can_take_it_exclusively()

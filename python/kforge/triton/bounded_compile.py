@@ -14,6 +14,9 @@ child and raises ``CompileTimeout``. After the child succeeded, the parent's own
 the cache (no second compile). A child that fails sends its exception's text back, raised here as
 ``ChildCompileError``: one compile per variant, never two.
 
+``around(factory)`` sets a context entered around every compile: the program worker lets go of the GPU's
+shared lock there, so a compile inside a check does not hold off another worker's timing.
+
 Contract: the child only compiles for the given target (no driver call: Triton compiles sm_90 without a
 GPU), leaves by ``os._exit`` (no atexit handlers, no CUDA teardown of the parent's context), and shares
 nothing else with the parent. Without a limit (None or <= 0), or where ``fork`` is unavailable,
@@ -22,6 +25,7 @@ nothing else with the parent. Without a limit (None or <= 0), or where ``fork`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -31,6 +35,7 @@ import warnings
 
 _real_compile = None
 _limit_s: float | None = None
+_around = contextlib.nullcontext  # a context entered around every compile (the worker's lock release)
 POLL_S = 0.005
 
 
@@ -71,14 +76,22 @@ def limit(seconds: float | None) -> None:
     _limit_s = seconds if seconds and seconds > 0 else None
 
 
+def around(factory) -> None:
+    """``factory()`` is a context entered around every compile from now on (None: nothing)."""
+    global _around
+    _around = factory or contextlib.nullcontext
+
+
 def bounded(src, target=None, options=None, **kwargs):
-    """Triton's compile of ``src``, in a forked child bounded by the limit (see the module's contract)."""
+    """Triton's compile of ``src``, in a forked child bounded by the limit (see the module's contract),
+    inside the ``around`` context."""
     if _real_compile is None:
         raise RuntimeError("bounded_compile.install() was not called")
-    if _limit_s is None or not hasattr(os, "fork"):
-        return _real_compile(src, target=target, options=options, **kwargs)
-    _compile_in_child(src, target, options, kwargs, _limit_s)
-    return _real_compile(src, target=target, options=options, **kwargs)  # from the cache
+    with _around():
+        if _limit_s is None or not hasattr(os, "fork"):
+            return _real_compile(src, target=target, options=options, **kwargs)
+        _compile_in_child(src, target, options, kwargs, _limit_s)
+        return _real_compile(src, target=target, options=options, **kwargs)  # from the cache
 
 
 def _compile_in_child(src, target, options, kwargs, seconds: float) -> None:

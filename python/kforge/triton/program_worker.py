@@ -58,7 +58,8 @@ What an evaluation does:
    ``max_repeats`` / ``max_seconds``. ``times_ms`` are the first timed shape's samples.
    Timing and profiling hold the GPU's lock exclusively, checks hold it shared (an advisory ``flock`` on
    ``$KFORGE_LOCK_DIR`` or the temporary folder's ``kforge-gpu-<PCI bus id>.lock``, the file kforge-worker
-   uses): several workers on one GPU compile (the first call, outside the lock) while another times.
+   uses): several workers on one GPU compile (the first call, outside the lock) while another times; a
+   compile inside a check (a new specialisation at another size) lets go of the shared lock meanwhile.
 6. Profile (``profile``): ``profile_calls`` more calls, each alone inside a CUPTI activity session
    (``torch.profiler``, CUDA activities): the kernels each call launched and their own durations.
    Metrics ``time.kernels_ms.shapeK`` (median over calls of the sum of the call's kernel durations),
@@ -366,16 +367,36 @@ class DeviceLock:
                   "isolated from other processes on this GPU", file=sys.stderr)
             self.fd = -1
 
+        self.mode: int | None = None  # fcntl.LOCK_SH or LOCK_EX while held
+
     @contextlib.contextmanager
     def hold(self, exclusive: bool):
         if self.fd < 0:
             yield
             return
-        fcntl.flock(self.fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        fcntl.flock(self.fd, mode)
+        self.mode = mode
         try:
             yield
         finally:
+            self.mode = None
             fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def shared_released(self):
+        """Lets go of a shared hold for the block and takes it again after (waiting while another process
+        times); an exclusive hold, or none, is left as it is: a timing is never interrupted."""
+        if self.fd < 0 or self.mode != fcntl.LOCK_SH:
+            yield
+            return
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        self.mode = None
+        try:
+            yield
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_SH)
+            self.mode = fcntl.LOCK_SH
 
 
 def _failure_text(error: BaseException, limit: int = 4000) -> str:
@@ -437,6 +458,19 @@ class Worker:
         self.setup_account: dict = {"setup.worker_start_s": time.perf_counter() - _STARTED}
         info = device.describe()
         self.lock = DeviceLock(info.get("pci_bus_id") or f"{info['name']}-{device.index}")
+        bounded_compile.around(self._compiling)
+
+    @contextlib.contextmanager
+    def _compiling(self):
+        """Around each of Triton's compiles: a check's first call at a size may compile (a new
+        specialisation) under the shared lock, and seconds of CPU work there would hold off every other
+        worker's timing. The GPU work queued so far is finished first, so none of it runs beside a timing."""
+        if self.lock.mode is None:
+            yield
+            return
+        self.device.synchronize()
+        with self.lock.shared_released():
+            yield
 
     def hello(self) -> dict:
         info = self.device.describe()
