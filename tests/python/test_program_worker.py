@@ -244,6 +244,8 @@ def test_a_compile_inside_a_check_lets_go_of_the_shared_lock(tmp_path, monkeypat
     import fcntl
     monkeypatch.setenv("KFORGE_LOCK_DIR", str(tmp_path))
     w = pw.Worker(program_devices.FakeDevice(0), str(tmp_path / "cache"))
+    from kforge.triton import bounded_compile
+    assert bounded_compile._around == w._compiling  # what every compile of this worker enters
     other = pw.DeviceLock(w.lock.path.rsplit("kforge-gpu-", 1)[1][:-len(".lock")])
     assert other.path == w.lock.path
 
@@ -266,3 +268,4 @@ def test_a_compile_inside_a_check_lets_go_of_the_shared_lock(tmp_path, monkeypat
         with w._compiling():
             assert not other_can_take_it_exclusively()
     assert other_can_take_it_exclusively()
+    bounded_compile.around(None)  # not left to later tests

@@ -10,25 +10,34 @@ How: ``install()`` replaces ``triton.compiler.compile`` (the function every ``JI
 first runs on a device, so install before any kernel runs) by ``bounded``. While a limit is set
 (``limit(seconds)``), ``bounded`` forks; the child runs Triton's compile, which stores the kernel in
 Triton's on-disk cache ($TRITON_CACHE_DIR), and exits; the parent waits at most the limit, then kills the
-child and raises ``CompileTimeout``. After the child succeeded, the parent's own compile finds the kernel in
-the cache (no second compile). A child that fails sends its exception's text back, raised here as
-``ChildCompileError``: one compile per variant, never two.
+child's process group (the assembler with it) and raises ``CompileTimeout``. After the child succeeded,
+the parent's own compile finds the kernel in the cache (no second compile). A child that fails sends its
+exception back: re-raised as its own type where it survives pickling (Triton's autotuner skips a
+configuration by the exception's type), else as ``ChildCompileError``, with the child's traceback as the
+cause either way. ``around(factory)`` sets a context entered around every compile: the program worker
+lets go of the GPU's shared lock there, so a compile inside a check does not hold off another worker's
+timing.
 
-``around(factory)`` sets a context entered around every compile: the program worker lets go of the GPU's
-shared lock there, so a compile inside a check does not hold off another worker's timing.
-
-Contract: the child only compiles for the given target (no driver call: Triton compiles sm_90 without a
-GPU), leaves by ``os._exit`` (no atexit handlers, no CUDA teardown of the parent's context), and shares
-nothing else with the parent. Without a limit (None or <= 0), or where ``fork`` is unavailable,
-``bounded`` is Triton's compile unchanged.
+Contract of the child: it only compiles, for a target resolved in the parent (no driver call: Triton
+compiles sm_90 without a GPU); it closes every inherited descriptor but its pipe (the worker's protocol,
+its stdin and the GPU lock's file stay the parent's), dies with the parent (PR_SET_PDEATHSIG), writes its
+temporary files in a folder the parent removes, and leaves only by ``os._exit`` (no exit handlers, no
+return into the caller's code, whatever fails). Without a limit (None or <= 0), where ``fork`` is
+unavailable, or with Triton's ``always_compile`` on (the parent would compile again), ``bounded`` is
+Triton's compile unchanged. A cache manager that does not persist across processes makes the parent
+compile a second time, unbounded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pickle
+import select
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -36,7 +45,9 @@ import warnings
 _real_compile = None
 _limit_s: float | None = None
 _around = contextlib.nullcontext  # a context entered around every compile (the worker's lock release)
+last_child_pid: int | None = None  # the latest child (tests)
 POLL_S = 0.005
+TEXT_LIMIT = 8000
 
 
 class CompileTimeout(Exception):
@@ -88,74 +99,168 @@ def bounded(src, target=None, options=None, **kwargs):
     if _real_compile is None:
         raise RuntimeError("bounded_compile.install() was not called")
     with _around():
-        if _limit_s is None or not hasattr(os, "fork"):
+        if _limit_s is None or not hasattr(os, "fork") or _always_compiles():
             return _real_compile(src, target=target, options=options, **kwargs)
+        if target is None:  # resolved here: the child must not call the driver
+            from triton.runtime.driver import driver
+            target = driver.active.get_current_target()
         _compile_in_child(src, target, options, kwargs, _limit_s)
         return _real_compile(src, target=target, options=options, **kwargs)  # from the cache
 
 
-def _compile_in_child(src, target, options, kwargs, seconds: float) -> None:
-    read_end, write_end = os.pipe()
-    with warnings.catch_warnings():  # "use of fork() may lead to deadlocks": the limit bounds that too
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: compile, report, leave without running the parent's exit handlers
-        os.close(read_end)
-        os.setpgid(0, 0)  # its own group: a kill reaches the assembler it may be running too
-        code = 0
-        try:
-            _real_compile(src, target=target, options=options, **kwargs)
-        except BaseException as e:  # noqa: BLE001 (everything goes back to the parent as text)
-            code = 1
-            text = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-8000:]
-            try:
-                os.write(write_end, text.encode("utf-8", "replace"))
-            except OSError:
-                pass
-        os._exit(code)
-    os.close(write_end)
+def _always_compiles() -> bool:
     try:
-        status = _wait(pid, seconds)
+        from triton import knobs
+        return bool(knobs.compilation.always_compile)
+    except (ImportError, AttributeError):
+        return False
+
+
+# --- the child ----------------------------------------------------------------------------------------
+
+def _compile_in_child(src, target, options, kwargs, seconds: float) -> None:
+    global last_child_pid
+    scratch = tempfile.mkdtemp(prefix="kforge-compile-")
+    read_end, write_end = os.pipe()
+    parent = os.getpid()
+    try:
+        with warnings.catch_warnings():  # "use of fork() may lead to deadlocks": the limit bounds that too
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except BaseException:
+        os.close(read_end)
+        os.close(write_end)
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    if pid == 0:
+        _child(src, target, options, kwargs, read_end, write_end, parent, scratch)  # never returns
+    last_child_pid = pid
+    os.close(write_end)
+    reaped = False
+    try:
+        status, message = _wait(pid, read_end, seconds)
         if status is None:
-            _kill(pid)
             name = getattr(getattr(src, "fn", None), "__name__", None) or getattr(src, "name", "kernel")
             raise CompileTimeout(f"Triton's compile of {name} took longer than {seconds:g} s (killed)")
-        message = _read_all(read_end)
+        reaped = True
     finally:
+        if not reaped:
+            _kill(pid)
         os.close(read_end)
+        shutil.rmtree(scratch, ignore_errors=True)
     if os.waitstatus_to_exitcode(status) != 0:
-        raise ChildCompileError(message or f"the compile process ended with status {status}")
+        _raise_childs(message, status)
 
 
-def _wait(pid: int, seconds: float):
-    """The child's wait status, or None if it is still running after ``seconds``."""
+def _child(src, target, options, kwargs, read_end: int, write_end: int, parent: int, scratch: str):
+    """The forked child's whole life: compile, report a failure, ``os._exit`` whatever happens."""
+    code = 1
+    try:
+        os.close(read_end)
+        _die_with(parent)
+        os.setpgid(0, 0)  # its own group: a kill reaches the assembler it may be running too
+        _close_inherited(keep=write_end)
+        os.environ["TMPDIR"] = scratch
+        tempfile.tempdir = scratch
+        try:
+            _real_compile(src, target=target, options=options, **kwargs)
+            code = 0
+        except BaseException as e:  # noqa: BLE001 (everything goes back to the parent)
+            _send(write_end, e)
+    finally:
+        os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """The kernel kills this process when its parent dies (Linux), and it leaves at once if that already
+    happened."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _close_inherited(keep: int) -> None:
+    try:
+        fds = [int(f) for f in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 4096))
+    for fd in fds:
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _send(fd: int, error: BaseException) -> None:
+    """The failure as (traceback text, pickled exception or None), pickled, down the pipe."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))[-TEXT_LIMIT:]
+    try:
+        exc = pickle.dumps(error.with_traceback(None))
+        pickle.loads(exc)  # it must come back to life in the parent too
+    except Exception:  # noqa: BLE001 (an exception that does not pickle goes back as text)
+        exc = None
+    data = pickle.dumps((text, exc))
+    while data:
+        data = data[os.write(fd, data):]
+
+
+# --- the parent ---------------------------------------------------------------------------------------
+
+def _wait(pid: int, fd: int, seconds: float):
+    """(wait status, bytes the child sent), reading the pipe meanwhile so a long report cannot block the
+    child; (None, b"") if the child still runs after ``seconds`` (not reaped then)."""
     deadline = time.monotonic() + seconds
+    chunks: list[bytes] = []
+    pipe_open = True
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done == pid:
-            return status
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(POLL_S)
+            while pipe_open and select.select([fd], [], [], 0)[0]:
+                b = os.read(fd, 65536)
+                pipe_open = bool(b)
+                chunks.append(b)
+            return status, b"".join(chunks)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None, b""
+        if pipe_open and select.select([fd], [], [], min(POLL_S, left))[0]:
+            b = os.read(fd, 65536)
+            pipe_open = bool(b)
+            chunks.append(b)
+        elif not pipe_open:
+            time.sleep(min(POLL_S, left))
 
 
 def _kill(pid: int) -> None:
+    """Kills the child's group (and the child, had it no group yet) and reaps it."""
     for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
             kill()
         except (ProcessLookupError, PermissionError):
             pass
-    os.waitpid(pid, 0)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
-def _read_all(fd: int) -> str:
-    chunks = []
-    while True:
-        b = os.read(fd, 65536)
-        if not b:
-            break
-        chunks.append(b)
-    return b"".join(chunks).decode("utf-8", "replace")
+def _raise_childs(message: bytes, status: int):
+    text, exc = "", None
+    try:
+        text, pickled = pickle.loads(message)
+        exc = pickle.loads(pickled) if pickled else None
+    except Exception:  # noqa: BLE001 (no report, or one that does not unpickle here)
+        pass
+    cause = ChildCompileError(text or f"the compile process ended with status {status} and no report")
+    if isinstance(exc, BaseException):
+        raise exc from cause
+    raise cause
 
 
 if __name__ == "__main__":  # pragma: no cover

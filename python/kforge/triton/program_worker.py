@@ -465,7 +465,7 @@ class Worker:
         """Around each of Triton's compiles: a check's first call at a size may compile (a new
         specialisation) under the shared lock, and seconds of CPU work there would hold off every other
         worker's timing. The GPU work queued so far is finished first, so none of it runs beside a timing."""
-        if self.lock.mode is None:
+        if self.lock.mode != fcntl.LOCK_SH:  # none held, or a timing's exclusive hold: kept as it is
             yield
             return
         self.device.synchronize()
