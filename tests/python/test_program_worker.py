@@ -237,6 +237,11 @@ def test_an_original_that_does_not_reproduce_itself_is_said_so(worker):
     assert out["original_failed"] and "original_failed" not in worker.evaluate(request(0))
 
 
+def test_numbers_a_program_draws_itself_are_the_same_in_every_compared_call(worker):
+    out = worker.evaluate(request(call="draws"))
+    assert out["status"] == "ok", out["error"]  # without the seeding: "not reproducible"
+
+
 def test_a_compile_inside_a_check_lets_go_of_the_shared_lock(tmp_path, monkeypatch):
     """Triton's compiles run inside the worker's ``_compiling`` context (bounded_compile.around): under a
     shared hold another process may take the lock exclusively meanwhile, and the hold is back after; an

@@ -45,7 +45,9 @@ What an evaluation does:
    of those it only writes (its result does not change when they are poisoned first), which elements of
    its returned tensors it never writes (two more calls with the blocks poisoned two ways: what reads
    back as each poison; never compared, for any candidate), and whether it reproduces itself (a second
-   call within the tolerances; if not, every candidate fails with that message).
+   call within the tolerances; if not, every candidate fails with that message). Every call whose result
+   is compared (the reference's and the checks') starts from Python's, numpy's and torch's generators
+   seeded with ``seed``, so numbers a program draws inside the call are the same in each.
 4. Check, every shape: copies of the pristine inputs; write-only arguments poisoned (NaN for floats, -1
    / all ones for integers); blocks of the sizes of the reference's returned tensors allocated, poisoned
    and freed (torch's caching allocator hands them to the wrapper's ``torch.empty``); the wrapper called;
@@ -452,6 +454,7 @@ class Worker:
         self.inputs_key = None
         self.shapes: list[Shape] = []
         self.reference_key = None
+        self.call_seed = 0
         self.profiler_ready = False
         # Where the setup's time went (worker start, inputs, reference), reported in the metrics of the
         # first answer after it ran: seconds a wall budget that includes setup does not search.
@@ -528,6 +531,7 @@ class Worker:
             if not self.shapes:
                 raise VariantFailure("launch_failed", "the inputs function returned no calls")
             self.inputs_key = key
+            self.call_seed = req["seed"]
             self.setup_account["setup.inputs_s"] = time.perf_counter() - t0
         rkey = (req["program"], req.get("end_marker"), req["call"], json.dumps(req.get("adapter")),
                 _mtime(req["program"]), key)
@@ -571,7 +575,7 @@ class Worker:
         pristine = dict(self._arg_tensors(shape.args, shape.kwargs))
         args, kwargs = self._fresh(shape, poison=False)
         start = time.perf_counter()
-        result = wrapper(*args, **kwargs)
+        result = self._seeded_call(wrapper, args, kwargs)
         dev.synchronize()
         shape.ref_ms = (time.perf_counter() - start) * 1e3
         shape.ref_result = clone_value(result, dev)
@@ -585,11 +589,11 @@ class Worker:
         # calls with the allocator's blocks poisoned two ways; they are not compared, for any candidate.
         a1, k1 = self._fresh(shape, poison=False)
         dev.poison_pool(shape.result_blocks, pattern=0)
-        again = clone_value(wrapper(*a1, **k1), dev)  # a program may hand back the same block each call
+        again = clone_value(self._seeded_call(wrapper, a1, k1), dev)  # a program may hand back the same block each call
         dev.synchronize()
         a3, k3 = self._fresh(shape, poison=False)
         dev.poison_pool(shape.result_blocks, pattern=1)
-        third = wrapper(*a3, **k3)
+        third = self._seeded_call(wrapper, a3, k3)
         dev.synchronize()
         shape.unwritten = unwritten_masks(again, third, dev)
         # The original must reproduce itself, or no candidate can be checked against it (a race in the
@@ -607,7 +611,7 @@ class Worker:
             for p, t in self._arg_tensors(a2, k2):
                 if p == path:
                     dev.poison(t)
-            r2 = wrapper(*a2, **k2)
+            r2 = self._seeded_call(wrapper, a2, k2)
             dev.synchronize()
             same = compare_values(r2, shape.ref_result, dev, {}, ignore=shape.unwritten) is None and all(
                 dev.equal(t, shape.ref_args[p]) for p, t in self._arg_tensors(a2, k2))
@@ -651,11 +655,19 @@ class Worker:
         except Exception as e:
             raise VariantFailure("launch_failed", "the adapter failed:\n" + _failure_text(e))
 
+    def _seeded_call(self, wrapper, args: list, kwargs: dict):
+        """A call whose result is compared: Python's, numpy's and torch's generators seeded with the
+        problem's seed first, so a program that draws numbers of its own (TritonBench-G's
+        batched_vecmat_mult makes its matrices with torch.randn inside the wrapper) draws the same ones in
+        the original's and every candidate's calls."""
+        self.device.seed(self.call_seed)
+        return wrapper(*args, **kwargs)
+
     def _call_checked(self, wrapper, shape: Shape, index: int, tolerances: dict) -> None:
         dev = self.device
         args, kwargs = self._fresh(shape, poison=True)
         dev.poison_pool(shape.result_blocks)
-        result = wrapper(*args, **kwargs)
+        result = self._seeded_call(wrapper, args, kwargs)
         dev.synchronize()
         tag = f"shape {index}: "
         message = compare_values(result, shape.ref_result, dev, tolerances, ignore=shape.unwritten)

@@ -57,9 +57,18 @@ def update(x, acc, dst):
 
 
 def noisy(x, y, alpha):
-    """An original that does not reproduce itself (as a kernel with a race does)."""
+    """An original that does not reproduce itself (as a kernel with a race does): each call differs."""
+    noisy.calls = getattr(noisy, "calls", 0) + 1
     out = fake_empty(x.shape, x.dtype)
-    out[...] = x + np.float32(np.random.rand())
+    out[...] = x + np.float32(noisy.calls)
+    return out
+
+
+def draws(x, y, alpha):
+    """An original that draws numbers of its own inside the call (TritonBench-G's batched_vecmat_mult
+    makes its matrices with torch.randn): reproducible when every compared call starts from the seed."""
+    out = fake_empty(x.shape, x.dtype)
+    out[...] = x * np.random.rand(*x.shape).astype(x.dtype)
     return out
 
 
