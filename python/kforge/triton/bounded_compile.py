@@ -26,6 +26,9 @@ return into the caller's code, whatever fails). Without a limit (None or <= 0), 
 unavailable, or with Triton's ``always_compile`` on (the parent would compile again), ``bounded`` is
 Triton's compile unchanged. A cache manager that does not persist across processes makes the parent
 compile a second time, unbounded.
+
+``python -m kforge.triton.bounded_compile --check`` checks all of this on a GPU machine (one JSON line;
+exit 1 on a failure): scripts/device-tritonbench-g runs it before a chunk.
 """
 
 from __future__ import annotations
@@ -263,5 +266,56 @@ def _raise_childs(message: bytes, status: int):
     raise cause
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("a library module: see the program worker")
+# --- the GPU check -------------------------------------------------------------------------------------
+
+def gpu_check() -> dict:
+    """On a GPU, in a process that has initialised CUDA (as the program worker has): a kernel compiled
+    through the bound and launched gives the right answer, a compile past a tiny limit is a
+    CompileTimeout, and the CUDA context still works after the killed child. Raises on any failure."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    torch.zeros(1, device="cuda")  # CUDA initialised before the first fork, as in the worker
+    install()
+    results = {}
+
+    @triton.jit
+    def twice(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    x = torch.arange(1000, device="cuda", dtype=torch.float32)
+    out = torch.empty_like(x)
+    limit(60)
+    t0 = time.perf_counter()
+    twice[(4,)](x, out, 1000, BLOCK=256)
+    torch.cuda.synchronize()
+    results["bounded_compile_and_launch_s"] = round(time.perf_counter() - t0, 3)
+    if not torch.equal(out, 2 * x):
+        raise AssertionError("the kernel compiled through the bound computed a wrong result")
+    limit(0.001)
+    try:
+        twice[(1,)](x, out, 1000, BLOCK=1024)  # a new specialisation: compiled again, past the limit
+        raise AssertionError("a compile past a 1 ms limit was not stopped")
+    except CompileTimeout:
+        results["timeout"] = "raised"
+    limit(None)
+    y = x + 1  # the context survives the killed child
+    torch.cuda.synchronize()
+    if float(y[999]) != 1000.0:
+        raise AssertionError("CUDA gave a wrong result after the compile child was killed")
+    results["context_after_kill"] = "ok"
+    return results
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--check"]:
+        import json
+        try:
+            print(json.dumps({"ok": True, **gpu_check()}))
+        except Exception as e:  # noqa: BLE001 (the check's verdict, on stdout)
+            print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}))
+            sys.exit(1)
+        sys.exit(0)
+    sys.exit("usage: python -m kforge.triton.bounded_compile --check   (on a GPU machine)")
