@@ -274,3 +274,21 @@ def test_a_compile_inside_a_check_lets_go_of_the_shared_lock(tmp_path, monkeypat
             assert not other_can_take_it_exclusively()
     assert other_can_take_it_exclusively()
     bounded_compile.around(None)  # not left to later tests
+
+
+@pytest.mark.parametrize("inputs, status", [("widen_shapes", "ok"), ("widen_shapes_f32", "wrong_result")])
+def test_results_from_low_precision_inputs_get_that_precisions_tolerance(worker, inputs, status):
+    """An f32 result off by 1e-3 relative passes when the call's input is f16 (f16's tolerance: 1e-2
+    relative), not when it is f32 (1e-5)."""
+    knob = [{"kind": "literal", "site": "widen", "target": "MODE", "value": 1}]
+    out = worker.evaluate(request(call="widen", inputs=inputs, knobs=knob))
+    assert out["status"] == status, out["error"]
+
+
+def test_call_tolerances():
+    tol = pw.DEFAULT_TOLERANCES
+    assert pw.call_tolerances(tol, set()) == tol
+    assert pw.call_tolerances(tol, {"f32"}) == {**tol, "f64": tol["f32"]}  # f64 from f32 data: f32's
+    mixed = pw.call_tolerances(tol, {"f32", "f16"})
+    assert mixed["f32"] == tol["f16"] and mixed["f16"] == tol["f16"] and mixed["bf16"] == tol["bf16"]
+    assert pw.call_tolerances(tol, {"bf16"})["f16"] == (2e-2, 1e-2)  # the looser of each component

@@ -20,3 +20,11 @@ def axpy_packed_shapes():
 def bind_packed(module):
     """An adapter: the callable that unpacks the harness's tuple for the variant's axpy."""
     return lambda packed: module.axpy(*packed)
+
+
+def widen_shapes():
+    return [(np.random.randn(n).astype(np.float16),) for n in (8, 64)]
+
+
+def widen_shapes_f32():
+    return [(np.random.randn(n).astype(np.float32),) for n in (8, 64)]

@@ -79,3 +79,19 @@ def padded(x, y, alpha):
     PAD = 2
     out[:x.size - PAD] = alpha * x[:x.size - PAD] + y[:x.size - PAD]
     return out
+
+
+@triton.jit
+def widen_kernel(x, out, MODE: tl.constexpr):
+    out[...] = x.astype(out.dtype) * 3
+    if MODE == 1:  # another order of a sum: off by 1e-3 relative, what f16 arithmetic allows
+        out[...] *= out.dtype.type(1 + 1e-3)
+
+
+def widen(x):
+    """An f32 result from the call's input (f16 in widen_shapes, f32 in widen_shapes_f32); MODE 1 plants
+    a difference of 1e-3 relative."""
+    out = fake_empty(x.shape, "float32")
+    MODE = 0
+    widen_kernel[(1,)](x, out, MODE=MODE)
+    return out
