@@ -185,3 +185,13 @@ def test_every_compile_runs_inside_the_around_context(bounded):
     with pytest.raises(Exception):
         bounded(source(bad_kernel, 3), target=TARGET, options={"num_warps": 4})
     assert events == ["enter", "exit", "enter", "exit"]
+
+
+def test_a_fork_that_fails_falls_back_to_the_plain_compile(bounded, monkeypatch, capsys):
+    def no_fork():
+        raise OSError(12, "Cannot allocate memory")
+    monkeypatch.setattr(os, "fork", no_fork)
+    bc.limit(120)
+    kernel = bounded(source(scale_kernel, 512), target=TARGET, options={"num_warps": 4})
+    assert len(kernel.asm["cubin"]) > 1000
+    assert "cannot fork" in capsys.readouterr().err

@@ -23,8 +23,8 @@ compiles sm_90 without a GPU); it closes every inherited descriptor but its pipe
 its stdin and the GPU lock's file stay the parent's), dies with the parent (PR_SET_PDEATHSIG), writes its
 temporary files in a folder the parent removes, and leaves only by ``os._exit`` (no exit handlers, no
 return into the caller's code, whatever fails). Without a limit (None or <= 0), where ``fork`` is
-unavailable, or with Triton's ``always_compile`` on (the parent would compile again), ``bounded`` is
-Triton's compile unchanged. A cache manager that does not persist across processes makes the parent
+unavailable or fails (a note on stderr, once), or with Triton's ``always_compile`` on (the parent would
+compile again), ``bounded`` is Triton's compile unchanged. A cache manager that does not persist across processes makes the parent
 compile a second time, unbounded.
 
 ``python -m kforge.triton.bounded_compile --check`` checks all of this on a GPU machine (one JSON line;
@@ -59,6 +59,19 @@ class CompileTimeout(Exception):
 
 class ChildCompileError(Exception):
     """Triton's compile failed in the child; the message is the child's traceback."""
+
+
+class _ForkFailed(Exception):
+    """os.fork raised (its OSError is the cause)."""
+
+
+_noted: set = set()
+
+
+def _note_once(text: str) -> None:
+    if text not in _noted:
+        _noted.add(text)
+        print(text, file=sys.stderr, flush=True)
 
 
 def install() -> bool:
@@ -107,7 +120,10 @@ def bounded(src, target=None, options=None, **kwargs):
         if target is None:  # resolved here: the child must not call the driver
             from triton.runtime.driver import driver
             target = driver.active.get_current_target()
-        _compile_in_child(src, target, options, kwargs, _limit_s)
+        try:
+            _compile_in_child(src, target, options, kwargs, _limit_s)
+        except _ForkFailed as e:  # no child to be had (memory, process limits): compile here, unbounded
+            _note_once(f"bounded_compile: cannot fork ({e.__cause__}); compiling without the time limit")
         return _real_compile(src, target=target, options=options, **kwargs)  # from the cache
 
 
@@ -130,10 +146,12 @@ def _compile_in_child(src, target, options, kwargs, seconds: float) -> None:
         with warnings.catch_warnings():  # "use of fork() may lead to deadlocks": the limit bounds that too
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
-    except BaseException:
+    except BaseException as e:
         os.close(read_end)
         os.close(write_end)
         shutil.rmtree(scratch, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise _ForkFailed() from e
         raise
     if pid == 0:
         _child(src, target, options, kwargs, read_end, write_end, parent, scratch)  # never returns
