@@ -47,7 +47,7 @@ What an evaluation does:
    back as each poison; never compared, for any candidate), and whether it reproduces itself (a second
    call within the tolerances; if not, every candidate fails with that message). Every call whose result
    is compared (the reference's and the checks') starts from Python's, numpy's and torch's generators
-   seeded with ``seed``, so numbers a program draws inside the call are the same in each.
+   seeded with ``seed + 1``, so numbers a program draws inside the call are the same in each.
 4. Check, every shape: copies of the pristine inputs; write-only arguments poisoned (NaN for floats, -1
    / all ones for integers); blocks of the sizes of the reference's returned tensors allocated, poisoned
    and freed (torch's caching allocator hands them to the wrapper's ``torch.empty``); the wrapper called;
@@ -546,7 +546,7 @@ class Worker:
             if not self.shapes:
                 raise VariantFailure("launch_failed", "the inputs function returned no calls")
             self.inputs_key = key
-            self.call_seed = req["seed"]
+            self.call_seed = req["seed"] + 1  # not the inputs' own stream: draws in a call differ from them
             self.setup_account["setup.inputs_s"] = time.perf_counter() - t0
         rkey = (req["program"], req.get("end_marker"), req["call"], json.dumps(req.get("adapter")),
                 _mtime(req["program"]), key)
@@ -673,8 +673,8 @@ class Worker:
             raise VariantFailure("launch_failed", "the adapter failed:\n" + _failure_text(e))
 
     def _seeded_call(self, wrapper, args: list, kwargs: dict):
-        """A call whose result is compared: Python's, numpy's and torch's generators seeded with the
-        problem's seed first, so a program that draws numbers of its own (TritonBench-G's
+        """A call whose result is compared: Python's, numpy's and torch's generators seeded first (the
+        problem's seed + 1), so a program that draws numbers of its own (TritonBench-G's
         batched_vecmat_mult makes its matrices with torch.randn inside the wrapper) draws the same ones in
         the original's and every candidate's calls."""
         self.device.seed(self.call_seed)
