@@ -1,0 +1,143 @@
+"""Takes a campaign chunk's runs into the committed campaign folder, after a look at each (issue 12).
+
+    python -m kforge.tritonbench_g.accept RUNS.tgz --into experiments/tritonbench-g/h200 [--skip a,b] [--dry-run]
+
+RUNS.tgz is what ``scripts/device-tritonbench-g search`` returns (``runs/<op>/``: kforge.jsonl,
+random.jsonl, final.json, search.log, *.wall_s). Per operator it prints one row: the card, the kforge
+trials (ok / all, and compile timeouts: candidates past ``compile_timeout_s``), the random trials, whether
+final.json exists and which candidates are correct, and the verdict of this command:
+
+- ``take``: copied into ``<into>/runs/<op>/`` (replacing what was there);
+- ``skip (asked)``: named by ``--skip`` (e.g. a search starved for a reason the campaign does not judge);
+- ``skip (no final.json)``: the final measurement did not run, so there is no result to judge;
+- ``skip (committed)``: the campaign already holds a final.json for it (``--replace`` takes it anyway);
+- ``skip (machine path)``: a file still holds an absolute path of the GPU machine (``/tmp/``,
+  ``/work/``, ``/root/``); the search script removes them, so this means an older script.
+
+Nothing is judged automatically beyond that: trial counts differ by kernel (a cheap one makes about 100
+in 30 s, an attention kernel a few dozen), so the rows are for the person committing to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+
+MACHINE_PATHS = ("/tmp/", "/work/", "/root/")
+COMPILE_TIMEOUT = "took longer than"
+
+
+def trial_counts(path: str) -> tuple[int, int, int] | None:
+    """(ok, all, compile timeouts) of an exported run, or None without the file."""
+    if not os.path.exists(path):
+        return None
+    ok = total = timeouts = 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            t = json.loads(line)
+            total += 1
+            ok += t.get("status") == "ok"
+            timeouts += t.get("status") == "timeout" and COMPILE_TIMEOUT in (t.get("error") or "")
+    return ok, total, timeouts
+
+
+def machine_path_in(folder: str) -> str | None:
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for p in MACHINE_PATHS:
+            if p in text:
+                return f"{name}: {p}"
+    return None
+
+
+def describe(folder: str) -> dict:
+    """What a person needs to see of one operator's runs before committing them."""
+    final_path = os.path.join(folder, "final.json")
+    final = json.load(open(final_path, encoding="utf-8")) if os.path.exists(final_path) else None
+    row = {"op": os.path.basename(folder), "gpu": (final or {}).get("gpu", "?"),
+           "kforge": trial_counts(os.path.join(folder, "kforge.jsonl")),
+           "random": trial_counts(os.path.join(folder, "random.jsonl")),
+           "final": final is not None,
+           "correct": {k: bool(c.get("correct")) for k, c in (final or {}).get("candidates", {}).items()},
+           "machine_path": machine_path_in(folder)}
+    return row
+
+
+def verdict(row: dict, committed: bool, skip: set, replace: bool) -> str:
+    if row["op"] in skip:
+        return "skip (asked)"
+    if not row["final"]:
+        return "skip (no final.json)"
+    if committed and not replace:
+        return "skip (committed)"
+    if row["machine_path"]:
+        return "skip (machine path)"
+    return "take"
+
+
+def counts_text(c: tuple[int, int, int] | None) -> str:
+    return "-" if c is None else f"{c[0]}/{c[1]}" + (f" ({c[2]} compile timeouts)" if c[2] else "")
+
+
+def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: bool = False,
+           out=sys.stdout) -> list[dict]:
+    runs_dir = os.path.join(into, "runs")
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        chunk = os.path.join(tmp, "runs")
+        if not os.path.isdir(chunk):
+            raise SystemExit(f"{archive}: no runs/ folder inside")
+        rows = []
+        print("| op | card | kforge ok/all | random ok/all | final.json | correct | verdict |", file=out)
+        print("|---|---|---|---|---|---|---|", file=out)
+        for op in sorted(os.listdir(chunk)):
+            folder = os.path.join(chunk, op)
+            if not os.path.isdir(folder):
+                continue
+            row = describe(folder)
+            committed = os.path.exists(os.path.join(runs_dir, op, "final.json"))
+            row["verdict"] = verdict(row, committed, skip, replace)
+            rows.append(row)
+            correct = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in row["correct"].items()) or "-"
+            note = f": {row['machine_path']}" if row["verdict"] == "skip (machine path)" else ""
+            print(f"| {op} | {row['gpu']} | {counts_text(row['kforge'])} | {counts_text(row['random'])} | "
+                  f"{'yes' if row['final'] else 'no'} | {correct} | {row['verdict']}{note} |", file=out)
+            if row["verdict"] == "take" and not dry_run:
+                target = os.path.join(runs_dir, op)
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(folder, target)
+        unknown = skip - {r["op"] for r in rows}
+        if unknown:
+            print(f"note: --skip names operators not in the archive: {', '.join(sorted(unknown))}", file=out)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("archive", help="runs.tgz from scripts/device-tritonbench-g search")
+    ap.add_argument("--into", required=True, help="the campaign folder (experiments/tritonbench-g/h200)")
+    ap.add_argument("--skip", default="", help="operators not to take, comma-separated")
+    ap.add_argument("--replace", action="store_true", help="take operators the campaign already holds")
+    ap.add_argument("--dry-run", action="store_true", help="print the rows, copy nothing")
+    a = ap.parse_args(argv)
+    if not os.path.isdir(a.into):
+        print(f"--into {a.into}: no such folder", file=sys.stderr)
+        return 2
+    skip = {s.strip() for s in a.skip.split(",") if s.strip()}
+    rows = accept(a.archive, a.into, skip, a.replace, a.dry_run)
+    taken = sum(r["verdict"] == "take" for r in rows)
+    print(f"{taken} of {len(rows)} operators {'would be ' if a.dry_run else ''}taken into {a.into}/runs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""kforge.tritonbench_g.accept: a chunk's runs.tgz into the campaign folder, one row per operator, taking
+only operators with a final measurement, no machine paths, not named by --skip, not already committed."""
+import io
+import json
+import tarfile
+
+from kforge.tritonbench_g import accept
+
+
+def trial(status, error=""):
+    return json.dumps({"status": status, "error": error, "time_ms": 1.0 if status == "ok" else None}) + "\n"
+
+
+def make_chunk(tmp_path):
+    runs = tmp_path / "chunk" / "runs"
+    final = {"op": "x", "gpu": "NVIDIA H200", "candidates": {"kforge": {"correct": True}, "random": {"correct": False}}}
+    ops = {
+        "good": {"kforge.jsonl": trial("ok") * 3 + trial("timeout", "CompileTimeout: ... took longer than 10 s"),
+                 "random.jsonl": trial("ok") + trial("compile_failed"), "final.json": json.dumps(final),
+                 "search.log": "kforge run: ... <repo>/x\n"},
+        "nofinal": {"kforge.jsonl": trial("ok"), "search.log": "killed\n"},
+        "leaky": {"kforge.jsonl": trial("launch_failed", "File /work/main/python/x.py"), "final.json": json.dumps(final)},
+        "asked": {"kforge.jsonl": trial("ok"), "final.json": json.dumps(final)},
+        "old": {"kforge.jsonl": trial("ok"), "final.json": json.dumps(final)},
+    }
+    for op, files in ops.items():
+        (runs / op).mkdir(parents=True)
+        for name, text in files.items():
+            (runs / op / name).write_text(text)
+    archive = tmp_path / "runs.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(runs, arcname="runs")
+    campaign = tmp_path / "campaign"
+    (campaign / "runs" / "old").mkdir(parents=True)
+    (campaign / "runs" / "old" / "final.json").write_text("{}")
+    return archive, campaign
+
+
+def test_rows_and_what_is_taken(tmp_path):
+    archive, campaign = make_chunk(tmp_path)
+    out = io.StringIO()
+    rows = {r["op"]: r for r in accept.accept(str(archive), str(campaign), {"asked", "ghost"}, out=out)}
+    assert {op: r["verdict"] for op, r in rows.items()} == {
+        "good": "take", "nofinal": "skip (no final.json)", "leaky": "skip (machine path)",
+        "asked": "skip (asked)", "old": "skip (committed)"}
+    assert rows["good"]["kforge"] == (3, 4, 1) and rows["good"]["random"] == (1, 2, 0)
+    assert rows["nofinal"]["random"] is None
+    text = out.getvalue()
+    assert "| good | NVIDIA H200 | 3/4 (1 compile timeouts) | 1/2 | yes | kforge yes, random no | take |" in text
+    assert "skip (machine path): kforge.jsonl: /work/" in text
+    assert "--skip names operators not in the archive: ghost" in text
+    assert sorted(p.name for p in (campaign / "runs").iterdir()) == ["good", "old"]
+    assert (campaign / "runs" / "good" / "kforge.jsonl").read_text().count("\n") == 4
+    assert (campaign / "runs" / "old" / "final.json").read_text() == "{}"  # not replaced
+
+
+def test_replace_and_dry_run(tmp_path):
+    archive, campaign = make_chunk(tmp_path)
+    rows = accept.accept(str(archive), str(campaign), set(), replace=True, dry_run=True, out=io.StringIO())
+    assert {r["op"] for r in rows if r["verdict"] == "take"} == {"good", "asked", "old"}
+    assert (campaign / "runs" / "old" / "final.json").read_text() == "{}"  # a dry run copies nothing
+    assert not (campaign / "runs" / "good").exists()
+    accept.accept(str(archive), str(campaign), set(), replace=True, out=io.StringIO())
+    assert json.loads((campaign / "runs" / "old" / "final.json").read_text())["gpu"] == "NVIDIA H200"
+
+
+def test_main_refuses_a_missing_campaign_folder(tmp_path, capsys):
+    archive, _ = make_chunk(tmp_path)
+    assert accept.main([str(archive), "--into", str(tmp_path / "nowhere")]) == 2
+    assert "no such folder" in capsys.readouterr().err
