@@ -74,7 +74,7 @@ struct program_options {
   json timing;
   bool profile = true;
   int profile_calls = 5;
-  double compile_timeout_s = 60.0;
+  double compile_timeout_s = default_compile_timeout_s;
   std::vector<std::string> metrics;
 
   static program_options parse(const options& o, const evaluator_context& ctx) {

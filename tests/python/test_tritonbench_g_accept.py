@@ -19,7 +19,7 @@ def make_chunk(tmp_path):
                  "random.jsonl": trial("ok") + trial("compile_failed"), "final.json": json.dumps(final),
                  "search.log": "kforge run: ... <repo>/x\n"},
         "nofinal": {"kforge.jsonl": trial("ok"), "search.log": "killed\n"},
-        "leaky": {"kforge.jsonl": trial("launch_failed", "File /work/main/python/x.py"), "final.json": json.dumps(final)},
+        "leaky": {"kforge.jsonl": trial("launch_failed", "File /tmp/kforge-tbg-work/x.py"), "final.json": json.dumps(final)},
         "asked": {"kforge.jsonl": trial("ok"), "final.json": json.dumps(final)},
         "old": {"kforge.jsonl": trial("ok"), "final.json": json.dumps(final)},
     }
@@ -47,7 +47,7 @@ def test_rows_and_what_is_taken(tmp_path):
     assert rows["nofinal"]["random"] is None
     text = out.getvalue()
     assert "| good | NVIDIA H200 | 3/4 (1 compile timeouts) | 1/2 | yes | kforge yes, random no | take |" in text
-    assert "skip (machine path): kforge.jsonl: /work/" in text
+    assert "skip (machine path): kforge.jsonl: /tmp/" in text
     assert "--skip names operators not in the archive: ghost" in text
     assert sorted(p.name for p in (campaign / "runs").iterdir()) == ["good", "old"]
     assert (campaign / "runs" / "good" / "kforge.jsonl").read_text().count("\n") == 4

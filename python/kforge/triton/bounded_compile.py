@@ -24,8 +24,8 @@ its stdin and the GPU lock's file stay the parent's), dies with the parent (PR_S
 temporary files in a folder the parent removes, and leaves only by ``os._exit`` (no exit handlers, no
 return into the caller's code, whatever fails). Without a limit (None or <= 0), where ``fork`` is
 unavailable or fails (a note on stderr, once), or with Triton's ``always_compile`` on (the parent would
-compile again), ``bounded`` is Triton's compile unchanged. A cache manager that does not persist across processes makes the parent
-compile a second time, unbounded.
+compile again), ``bounded`` is Triton's compile unchanged. A cache manager that does not persist across
+processes makes the parent compile a second time, unbounded.
 
 ``python -m kforge.triton.bounded_compile --check`` checks all of this on a GPU machine (one JSON line;
 exit 1 on a failure): scripts/device-tritonbench-g runs it before a chunk.
@@ -49,6 +49,7 @@ _real_compile = None
 _limit_s: float | None = None
 _around = contextlib.nullcontext  # a context entered around every compile (the worker's lock release)
 last_child_pid: int | None = None  # the latest child (tests)
+TIMEOUT_MARK = "took longer than"  # in every CompileTimeout's message: how records and reports find them
 POLL_S = 0.005
 TEXT_LIMIT = 8000
 
@@ -162,7 +163,7 @@ def _compile_in_child(src, target, options, kwargs, seconds: float) -> None:
         status, message = _wait(pid, read_end, seconds)
         if status is None:
             name = getattr(getattr(src, "fn", None), "__name__", None) or getattr(src, "name", "kernel")
-            raise CompileTimeout(f"Triton's compile of {name} took longer than {seconds:g} s (killed)")
+            raise CompileTimeout(f"Triton's compile of {name} {TIMEOUT_MARK} {seconds:g} s (killed)")
         reaped = True
     finally:
         if not reaped:

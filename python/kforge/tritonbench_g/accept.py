@@ -27,25 +27,22 @@ import shutil
 import sys
 import tarfile
 import tempfile
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from kforge.tritonbench_g.report import compile_timeouts, read_trials  # noqa: E402
 
 MACHINE_PATHS = ("/tmp/", "/work/", "/root/")
-COMPILE_TIMEOUT = "took longer than"
 
 
-def trial_counts(path: str) -> tuple[int, int, int] | None:
-    """(ok, all, compile timeouts) of an exported run, or None without the file."""
-    if not os.path.exists(path):
+def trial_counts(folder: str, method: str) -> tuple[int, int, int] | None:
+    """(ok, all, compile timeouts) of a method's exported run, or None without the file."""
+    trials = read_trials(Path(folder), method)
+    if trials is None:
         return None
-    ok = total = timeouts = 0
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            t = json.loads(line)
-            total += 1
-            ok += t.get("status") == "ok"
-            timeouts += t.get("status") == "timeout" and COMPILE_TIMEOUT in (t.get("error") or "")
-    return ok, total, timeouts
+    return sum(t["status"] == "ok" for t in trials), len(trials), compile_timeouts(trials)
 
 
 def machine_path_in(folder: str) -> str | None:
@@ -63,8 +60,8 @@ def describe(folder: str) -> dict:
     final_path = os.path.join(folder, "final.json")
     final = json.load(open(final_path, encoding="utf-8")) if os.path.exists(final_path) else None
     row = {"op": os.path.basename(folder), "gpu": (final or {}).get("gpu", "?"),
-           "kforge": trial_counts(os.path.join(folder, "kforge.jsonl")),
-           "random": trial_counts(os.path.join(folder, "random.jsonl")),
+           "kforge": trial_counts(folder, "kforge"),
+           "random": trial_counts(folder, "random"),
            "final": final is not None,
            "correct": {k: bool(c.get("correct")) for k, c in (final or {}).get("candidates", {}).items()},
            "machine_path": machine_path_in(folder)}

@@ -34,6 +34,11 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from kforge.triton.bounded_compile import TIMEOUT_MARK  # noqa: E402
+
 PROG = "python -m kforge.tritonbench_g.report"
 DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tritonbench-g"
 DEFAULT_OUT = Path("docs/results/tritonbench-g.md")
@@ -51,7 +56,7 @@ NO_EFFECT_SPAN = 1.05                     # the ok trials' slowest / fastest bel
 LATE_FRACTION = 0.75                      # the best trial after this fraction of the search's clock: too short
 ORIGINAL_FAILED = ("the original program", "the inputs function failed")  # the program worker's setup failures
 COMPILE_LIMITED_SHARE = 1 / 3             # this share of the trials past the compile limit: compile-limited
-COMPILE_TIMEOUT = "took longer than"      # in a timeout trial's error: kforge.triton.bounded_compile's limit
+COMPILE_TIMEOUT = TIMEOUT_MARK            # in a timeout trial's error: kforge.triton.bounded_compile's limit
 WHY_CLASSES = ("original_failed", "wrong", "no_knob", "at_bound", "compile_limited", "knobs_without_effect",
                "search_too_short", "other")
 
