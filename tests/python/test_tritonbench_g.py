@@ -115,8 +115,19 @@ def test_importer_writes_experiments_and_an_index(data, tmp_path):
     assert e["budget"] == {"wall_time_s": 12.0, "wall_includes_setup": True, "wall_grace_s": 1.0}
     assert e["strategy"] == "hybrid"
     assert json.loads((out / "toy" / "random.json").read_text())["strategy"] == "random"
+    assert e["evaluator"]["params"]["workers_per_device"] == 2 and e["evaluator"]["params"]["compile_timeout_s"] == 5.0
     # An operator that does not exist is a usage error.
     assert importer.main([str(data), "--out", str(out), "--ops", "toy,missing"]) == 2
+
+
+def test_importer_workers_go_to_both_arms_and_are_bounded(data, tmp_path):
+    out = tmp_path / "campaign"
+    assert importer.main([str(data), "--out", str(out), "--workers", "6"]) == 0
+    for name in ("kforge.json", "random.json"):  # the baseline searches with the same evaluator
+        e = json.loads((out / "toy" / name).read_text())
+        assert e["evaluator"]["params"]["workers_per_device"] == 6
+        assert e["evaluator"]["params"]["compile_timeout_s"] == 10.0  # a third of the default 30 s
+    assert importer.main([str(data), "--out", str(out), "--workers", "0"]) == 2
 
 
 def test_harness_never_runs_the_test_block_and_binds_a_variant(data):

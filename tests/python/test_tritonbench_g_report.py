@@ -277,6 +277,19 @@ def test_searches_that_shared_the_gpu_are_said(campaign, tmp_path):
     assert run_main(campaign, tmp_path / "r2.md") == 2
 
 
+def test_worker_counts_are_said_when_the_campaign_mixes_them(campaign, tmp_path):
+    out = tmp_path / "r.md"
+    assert run_main(campaign, out) == 0
+    assert "Workers per search" not in out.read_text()  # no final.json names them: all ran 2
+    path = campaign[0] / "runs" / "op_win" / "final.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "workers_per_device": 6}))
+    assert run_main(campaign, out) == 0
+    assert "Workers per search: 5 operators with 2, 1 operator with 6" in out.read_text()
+    path.write_text(json.dumps({**data, "workers_per_device": True}))
+    assert run_main(campaign, tmp_path / "r2.md") == 2
+
+
 def test_errors_name_the_file_and_exit_2(campaign, tmp_path, capsys):
     assert run_main((tmp_path / "nowhere", campaign[1]), tmp_path / "r.md") == 2
     assert "nowhere: the campaign folder does not exist" in capsys.readouterr().err

@@ -39,6 +39,12 @@ from kforge.triton.program_worker import knobs_as_parameters  # noqa: E402
 SEARCH_SIZES = "spread:3"
 # The program evaluator's options for every operator (docs: kforge plugins program).
 EVALUATOR = {"type": "program", "params": {"max_timing_seconds": 0.5, "workers_per_device": 2}}
+# Worker processes on the GPU (``--workers``; the campaign's first chunks used 2). Each compiles its own
+# candidates on a core and takes the GPU's lock to check and, alone, to time: a Triton operator's search
+# is compile-bound (0.2-7 s a candidate on the H200 machine, against 0.3-1 s of GPU work), so more
+# workers make more trials in the same wall time, at the cost of one CUDA context and one set of
+# inputs each in GPU memory.
+DEFAULT_WORKERS = EVALUATOR["params"]["workers_per_device"]
 # A candidate's compile may take at most this share of the budget (and at least MIN_COMPILE_S): the
 # importer's doubled block sizes include tiles whose compile outlasts a 30 s search (attention_llama's
 # BLOCK 256-1024: 38 s to over 240 s on one core here), and a worker in such a compile searches nothing.
@@ -46,9 +52,10 @@ COMPILE_SHARE = 1 / 3
 MIN_COMPILE_S = 5.0
 
 
-def evaluator(seconds: float) -> dict:
-    """The program evaluator for a search of ``seconds`` of wall time."""
-    params = dict(EVALUATOR["params"], compile_timeout_s=max(MIN_COMPILE_S, round(seconds * COMPILE_SHARE, 1)))
+def evaluator(seconds: float, workers: int = DEFAULT_WORKERS) -> dict:
+    """The program evaluator for a search of ``seconds`` of wall time with ``workers`` on the GPU."""
+    params = dict(EVALUATOR["params"], workers_per_device=workers,
+                  compile_timeout_s=max(MIN_COMPILE_S, round(seconds * COMPILE_SHARE, 1)))
     return {"type": EVALUATOR["type"], "params": params}
 
 
@@ -95,14 +102,14 @@ def harness_text(data_dir: str, op: str) -> str:
 
 
 def experiment(data_dir: str, folder: str, op: str, call: str, parameters: list, strategy: str,
-               seconds: float, seed: int) -> dict:
+               seconds: float, seed: int, workers: int = DEFAULT_WORKERS) -> dict:
     harness = os.path.join(folder, "harness.py")
     return {
         "problem": {"name": f"tritonbench-g.{op}", "program": os.path.join(os.path.abspath(data_dir), "kernels", op + ".py"),
                     "call": call, "inputs": harness + ":shapes", "adapter": harness + ":bind",
                     "end_marker": END_MARKER, "parameters": parameters, "time_shapes": [-1]},
         "strategy": strategy,
-        "evaluator": evaluator(seconds),
+        "evaluator": evaluator(seconds, workers),
         # The whole run within `seconds` of the GPU: workers' start and the original's reference runs
         # included, trials still running 1 s after the budget dropped.
         "budget": {"wall_time_s": seconds, "wall_includes_setup": True, "wall_grace_s": 1.0},
@@ -112,7 +119,7 @@ def experiment(data_dir: str, folder: str, op: str, call: str, parameters: list,
 
 
 def import_operator(data_dir: str, out_dir: str, op: str, excluded: dict, lengths: dict, seconds: float,
-                    seed: int) -> dict:
+                    seed: int, workers: int = DEFAULT_WORKERS) -> dict:
     record = {"op": op, "status": "ready", "reason": "", "call": None, "parameters": 0,
               "length": lengths.get(op)}
     if op in excluded:
@@ -141,7 +148,8 @@ def import_operator(data_dir: str, out_dir: str, op: str, excluded: dict, length
         f.write(harness_text(data_dir, op))
     for strategy, name in (("hybrid", "kforge.json"), ("random", "random.json")):
         with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
-            json.dump(experiment(data_dir, folder, op, calls[0], parameters, strategy, seconds, seed), f, indent=1)
+            json.dump(experiment(data_dir, folder, op, calls[0], parameters, strategy, seconds, seed, workers), f,
+                      indent=1)
             f.write("\n")
     return record
 
@@ -153,8 +161,13 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", default="", help="comma-separated operators (default: all)")
     ap.add_argument("--seconds", type=float, default=30.0, help="wall-time budget per search (default 30)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                    help=f"worker processes on the GPU per search (default {DEFAULT_WORKERS})")
     ap.add_argument("--exclude", default="", help='JSON {"op": "reason"}: operators left out, with why')
     a = ap.parse_args(argv)
+    if not 1 <= a.workers <= 64:
+        print(f"kforge.tritonbench_g.importer: --workers {a.workers}: must be 1 to 64", file=sys.stderr)
+        return 2
     for sub in ("kernels", "perf"):
         if not os.path.isdir(os.path.join(a.data, sub)):
             print(f"kforge.tritonbench_g.importer: {a.data}: no {sub}/ folder (expected TritonBench-G's data)",
@@ -178,7 +191,8 @@ def main(argv=None) -> int:
         ops = [o for o in ops if o in wanted]
     lengths = source_lengths(a.data)
     os.makedirs(a.out, exist_ok=True)
-    records = [import_operator(a.data, a.out, op, excluded, lengths, a.seconds, a.seed) for op in ops]
+    records = [import_operator(a.data, a.out, op, excluded, lengths, a.seconds, a.seed, a.workers)
+               for op in ops]
     with open(os.path.join(a.out, "index.json"), "w", encoding="utf-8") as f:
         json.dump(records, f, indent=1)
         f.write("\n")

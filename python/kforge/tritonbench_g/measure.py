@@ -238,7 +238,9 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
             candidates[name]["errors"] += errors[name]
             candidates[name]["correct"] = candidates[name]["correct"] and not errors[name]
     original = times["original"]
+    workers = experiment.get("evaluator", {}).get("params", {}).get("workers_per_device", 1)
     return {"op": h.op, "gpu": gpu, "sizes": [str(i) for i in range(len(inputs))], "ops_at_once": ops_at_once,
+            "workers_per_device": workers,
             "protocol": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True, "rounds": rounds,
                          "timer": "triton.testing.do_bench, median, L2 flushed", "seconds": round(time.perf_counter() - t0, 1)},
             "original": {"ms": original, "errors": errors["original"],

@@ -175,6 +175,9 @@ class Final:
     peak_gbps: float | None
     peak_tflops: float | None
     ops_at_once: int = 1    # how many operators' searches shared the GPU (timing exclusive by its lock)
+    # worker processes of each search on the GPU (final.json's ``workers_per_device``; the campaign's
+    # first chunks, whose final.json lacks it, ran 2)
+    workers_per_device: int = 2
     gpu: str | None = None  # the card the final measurement ran on (final.json's ``gpu``; older ones lack it)
     # CUPTI metrics on the largest size (final.json's ``cupti``): program name -> {metric: value}; older
     # final.json files and runs where the profiler could not run have none.
@@ -231,12 +234,15 @@ def parse_final(data: Any, path: Path) -> Final:
         raise ReportError(f"{path}: 'gpu' must be a string (the card's name)")
     if isinstance(ops_at_once, bool) or not isinstance(ops_at_once, int) or ops_at_once < 1:
         raise ReportError(f"{path}: 'ops_at_once' must be a positive integer")
+    workers = data.get("workers_per_device", 2)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ReportError(f"{path}: 'workers_per_device' must be a positive integer")
     cupti = data.get("cupti") or {}
     if not isinstance(cupti, dict):
         raise ReportError(f"{path}: 'cupti' must be an object")
     cupti_programs = {name: {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                       for name, values in cupti.items() if isinstance(values, dict) and "error" not in values}
-    return Final(ops_at_once=ops_at_once, gpu=gpu, cupti=cupti_programs,
+    return Final(ops_at_once=ops_at_once, workers_per_device=workers, gpu=gpu, cupti=cupti_programs,
                  sizes=[str(s) for s in data["sizes"]],
                  original_ms=_number_list(original.get("ms"), n, path, "original.ms"),
                  original_gbps=_number_list(original.get("gbps"), n, path, "original.gbps"),
@@ -671,6 +677,17 @@ def sharing_lines(searched: list[Operator]) -> list[str]:
             "of it spent waiting for the lock.", ""]
 
 
+def worker_lines(searched: list[Operator]) -> list[str]:
+    """How many worker processes each search ran on the GPU, where the campaign used more than one count
+    (more workers compile more candidates at once in the same wall time)."""
+    counts = collections.Counter(o.final.workers_per_device for o in searched if o.final)
+    if len(counts) < 2:
+        return []
+    parts = ", ".join(f"{n} operator{'s' if n != 1 else ''} with {k}" for k, n in sorted(counts.items()))
+    return [f"Workers per search: {parts} (each worker compiles its candidates on a core and takes the "
+            "GPU's lock to check and, alone, to time).", ""]
+
+
 def card_lines(searched: list[Operator]) -> list[str]:
     """Which cards the searched operators ran on (the campaign may span machines: say so)."""
     counts = collections.Counter(o.gpu or "not recorded" for o in searched)
@@ -706,6 +723,7 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
               "operator), not measured here; compare the shapes of the numbers, not the digits.", ""]
     lines += card_lines(searched)
     lines += sharing_lines(searched)
+    lines += worker_lines(searched)
     lines += [
               "## Definitions", "", DEFINITIONS, "",
               "## Coverage", ""] + coverage_lines(operators, unknown)
