@@ -68,3 +68,12 @@ def test_main_refuses_a_missing_campaign_folder(tmp_path, capsys):
     archive, _ = make_chunk(tmp_path)
     assert accept.main([str(archive), "--into", str(tmp_path / "nowhere")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_trials_line_counts_both_arms_and_the_compile_timeouts(tmp_path):
+    archive, _ = make_chunk(tmp_path)
+    runs = tmp_path / "chunk" / "runs"
+    assert accept.trials_line(str(runs / "good")) == \
+        "4 kforge trials (3 ok), 1 compile timeouts; 2 random trials (1 ok)"
+    # An arm that never wrote its file (the original failed first) counts nothing.
+    assert accept.trials_line(str(runs / "nofinal")) == "1 kforge trials (1 ok), 0 compile timeouts; 0 random trials (0 ok)"

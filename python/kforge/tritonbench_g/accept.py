@@ -84,6 +84,12 @@ def counts_text(c: tuple[int, int, int] | None) -> str:
     return "-" if c is None else f"{c[0]}/{c[1]}" + (f" ({c[2]} compile timeouts)" if c[2] else "")
 
 
+def trials_line(folder: str) -> str:
+    """One operator's trial counts for the search script's per-operator line (read before committing)."""
+    k, r = trial_counts(folder, "kforge") or (0, 0, 0), trial_counts(folder, "random") or (0, 0, 0)
+    return f"{k[1]} kforge trials ({k[0]} ok), {k[2]} compile timeouts; {r[1]} random trials ({r[0]} ok)"
+
+
 def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: bool = False,
            out=sys.stdout) -> list[dict]:
     runs_dir = os.path.join(into, "runs")
