@@ -222,3 +222,25 @@ def test_the_final_measurement_profiles_each_program_or_says_why():
 
     assert measure.profile_calls(calls, ["original", "kforge"], None, NoProfiler()) == \
         {"error": "libkforge_cupti.so not found"}
+
+
+def test_the_autotune_record_names_each_autotuned_kernels_choices():
+    import types
+
+    import triton
+    import triton.language as tl
+    from kforge.tritonbench_g import measure
+
+    @triton.jit
+    def plain(x, B: tl.constexpr):
+        pass
+
+    configs = [triton.Config({"B": 32}, num_warps=4), triton.Config({"B": 64}, num_warps=8)]
+    tuned = triton.autotune(configs=configs, key=["n"])(triton.jit(plain.fn))
+    module = types.SimpleNamespace(plain=plain, tuned=tuned, other=3)
+    assert measure.autotune_record(types.SimpleNamespace(plain=plain), 1.0) is None  # nothing autotuned
+    tuned.cache[(1024,)] = configs[1]  # what the autotuner keeps per key after benchmarking its list
+    tuned.cache[(4096,)] = configs[1]
+    record = measure.autotune_record(module, 2.34567)
+    assert record == {"first_calls_s": 2.346,
+                      "kernels": {"tuned": {"configs": 2, "keys": 2, "chosen": [str(configs[1])]}}}

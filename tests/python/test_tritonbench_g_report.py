@@ -80,13 +80,20 @@ RUNS = {
     "op_other": {
         "kforge": three_configs([1.0, 2.0, 3.0], [1, 5, 10]),
         "final": final("op_other", [1.0], {"kforge": candidate([1.0], 25.0)})},
-    # 3.09 / 3.0 = 1.03x; trials within 2%; autotune 3.09 / 2.06 = 1.5x
+    # 3.09 / 3.0 = 1.03x; trials within 2%; its original carries @triton.autotune (AUTOTUNED)
     "op_flat": {
         "kforge": three_configs([1.00, 1.01, 1.02], [1, 2, 3]),
-        "final": final("op_flat", [1.03, 2.06], {
-            "kforge": candidate([1.0, 2.0], 40.0),
-            "autotune": candidate([0.5, 1.56], 4.0, trials=8)})},
+        "final": {**final("op_flat", [1.03, 2.06], {"kforge": candidate([1.0, 2.0], 40.0)}),
+                  "autotune": {"first_calls_s": 4.5, "kernels": {"k": {"configs": 8, "chosen": ["BLOCK: 64"]}}}}},
 }
+
+
+# The kernels/ sources of the data: op_flat's and op_untried's originals are autotuned (op_untried is not
+# judged); op_win has a source without the decorator; the others have none (not autotuned).
+KERNELS = {"op_flat": "import triton\n\n@triton.autotune(configs=CONFIGS, key=['n'])\n@triton.jit\n"
+                      "def k(x):\n    pass\n",
+           "op_untried": "  @triton.autotune(configs=[], key=[])\n",
+           "op_win": "# a comment naming @triton.autotune is not the decorator\n@triton.jit\ndef k(x):\n    pass\n"}
 
 
 def write_jsonl(path, records):
@@ -100,6 +107,9 @@ def make_campaign(root):
     (data / "TritonBench_G_v1.json").write_text(json.dumps(
         [{"file": f"{op}.py", "repo": "x/y", "output_triton_len": n, "star": "1", "difficulty": "2"}
          for op, n in LENGTHS.items()]))
+    (data / "kernels").mkdir()
+    for op, text in KERNELS.items():
+        (data / "kernels" / f"{op}.py").write_text(text)
     campaign = root / "campaign"
     write_jsonl(campaign / "runnable.jsonl", RUNNABLE)
     for op, run in RUNS.items():
@@ -118,7 +128,7 @@ def campaign(tmp_path):
 
 def loaded(campaign_and_data):
     campaign, data = campaign_and_data
-    operators, unknown = report.load_campaign(campaign, report.load_dataset(data))
+    operators, unknown = report.load_campaign(campaign, report.load_dataset(data), data / "kernels")
     assert unknown == []
     return operators
 
@@ -155,17 +165,24 @@ def test_kforge_headline(campaign):
                                         "2.00x", "20.0", "140.0"]
 
 
-def test_random_and_autotune_headlines(campaign):
+def test_random_headline_and_kforge_against_the_autotuner(campaign):
     operators = loaded(campaign)
     r = report.headline(operators, "random")
     assert (r.population, r.successes) == (7, 1)
     assert r.mean_success == pytest.approx(1.25)
     assert r.geomean == pytest.approx(1.25 ** (1 / 7))
     assert r.total_gpu_s == pytest.approx(43.0)
-    a = report.headline(operators, "autotune")
-    assert (a.population, a.successes, a.total_gpu_s) == (1, 1, 4.0)
-    assert a.mean_success == pytest.approx(1.5) and a.best == pytest.approx(1.5)
-    assert report.methods_present(operators) == ["kforge", "random", "autotune"]
+    assert report.methods_present(operators) == ["kforge", "random"]
+    assert {o.op for o in operators if o.autotuned} == {"op_flat", "op_untried"}  # not op_win's comment
+    # kforge over the autotuned operators: op_flat judged (1.03x, no success); op_untried never ran
+    a = report.autotune_row(operators)
+    assert (a.method, a.operators, a.tried, a.runnable, a.population, a.successes) == \
+        (report.AUTOTUNE_ROW, 2, 1, 1, 1, 0)
+    assert a.geomean == pytest.approx(1.03) and a.total_gpu_s == pytest.approx(40.0)
+    assert report.autotune_lines(operators)[0].endswith("median 4.5 s over 1 of them.")
+    flat = next(o for o in operators if o.op == "op_flat")
+    flat.autotuned = False
+    assert report.autotune_row(operators) is None and report.autotune_lines(operators) == []
 
 
 def test_bucket_headline(campaign):
@@ -215,6 +232,9 @@ def test_writes_report_csv_and_plots(campaign, tmp_path):
     assert "| kforge | 7 / 8 / 9 | 7 | 1 (14.3%) | 1 (11.1%) | 2.00x | 1.11x | 2.00x | 20.0 | 140.0 |" in text
     assert ("| TritonForge (H100, published) | 131 / 184 / 184 | 131 | 56 (42.7%) | 56 (30.4%) (derived) | 1.76x |"
             in text)
+    assert ("| kforge vs Triton's autotuner (@triton.autotune originals) | 1 / 1 / 2 | 1 | 0 (0.0%) | 0 (0.0%) | - "
+            "| 1.03x | 1.03x | 40.0 | 40.0 |") in text
+    assert "Triton's autotuner: 1 of the judged operators carries `@triton.autotune`" in text
     assert "| Q1 (<= 801) | kforge | 2 / 2 / 2 | 2 | 1 (50.0%) | 1 (50.0%) | 2.00x | 1.41x |" in text
     assert "| knobs_without_effect | 1 |" in text
     assert "- **search_too_short**: op_nofinal" in text
@@ -226,16 +246,17 @@ def test_writes_report_csv_and_plots(campaign, tmp_path):
     win = next(r for r in rows if r["op"] == "op_win")
     assert (win["bucket"], win["n_sizes"], win["kforge_speedup"], win["kforge_size_min"], win["kforge_size_median"],
             win["kforge_size_max"], win["kforge_correct"], win["kforge_trials"], win["kforge_search_gpu_s"],
-            win["kforge_configuration"], win["random_speedup"], win["autotune_speedup"], win["why_not_improved"]) == \
+            win["kforge_configuration"], win["random_speedup"], win["autotuned"], win["why_not_improved"]) == \
         ("Q1", "2", "2.0000", "1.7143", "2.8571", "4.0000", "true", "3", "30.0", '{"BLOCK":128,"num_warps":4}',
-         "1.2500", "", "")
+         "1.2500", "false", "")
     notrun = next(r for r in rows if r["op"] == "op_notrun")
     assert (notrun["runnable"], notrun["category"], notrun["searched"], notrun["kforge_speedup"]) == \
         ("false", "compile_error", "false", "")
     nofinal = next(r for r in rows if r["op"] == "op_nofinal")
     assert (nofinal["has_final"], nofinal["n_sizes"], nofinal["kforge_trials"], nofinal["kforge_search_gpu_s"],
             nofinal["why_not_improved"]) == ("false", "4", "4", "10.0", "search_too_short")
-    assert next(r for r in rows if r["op"] == "op_flat")["autotune_speedup"] == "1.5000"
+    flat = next(r for r in rows if r["op"] == "op_flat")
+    assert (flat["autotuned"], flat["autotune_first_calls_s"]) == ("true", "4.5")
 
     for name in ("tritonbench-g-speedups.png", "tritonbench-g-speedup-vs-gpu-s.png"):
         assert out.with_name(name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -26,6 +26,10 @@ search's winner on EVERY size of the harness's sweep, checked, then timed interl
    SM throughput against their peaks, achieved occupancy, bytes moved, the kernels' time (kforge's range
    profiler, kforge.triton.cupti_metrics; one range per kernel, values combined over the call's
    kernels). Under the same exclusive lock; a profiler that cannot run leaves ``cupti.error``.
+5. Triton's autotuner (item 6): an original with ``@triton.autotune`` kernels is that autotuner over the
+   operator's own list; ``autotune`` records per kernel the configurations it chose over the sizes and
+   the seconds of the original's first calls on every size (its tuning cost; compiles the searches'
+   JIT cache already holds are not in it).
 """
 
 from __future__ import annotations
@@ -149,17 +153,35 @@ def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, r
     return out, errors
 
 
-def compile_outside_the_lock(calls: dict, inputs: list) -> None:
+def compile_outside_the_lock(calls: dict, inputs: list) -> dict[str, float]:
     """One call of every program on every size before the timing takes the GPU's lock, so Triton's JIT
-    compiles while other processes on the GPU may still time. Errors are left to the timing to record."""
+    compiles (and an original's @triton.autotune benchmarks its list) while other processes on the GPU may
+    still time. Returns each program's seconds over these first calls. Errors are left to the timing to
+    record."""
     import torch
+    seconds = {name: 0.0 for name in calls}
     for x in inputs:
-        for call in calls.values():
+        for name, call in calls.items():
+            t0 = time.perf_counter()
             try:
                 call(x)
+                torch.cuda.synchronize()
             except Exception:
                 pass
-        torch.cuda.synchronize()
+            seconds[name] += time.perf_counter() - t0
+    return seconds
+
+
+def autotune_record(module, first_calls_s: float) -> dict | None:
+    """final.json's ``autotune`` for an original whose module holds @triton.autotune kernels, after its
+    first calls: per kernel the list's length, the tuning keys met and the configurations chosen, and
+    the first calls' seconds (the autotuner's cost: benchmarking its list per key, with the compiles the
+    JIT cache did not hold); None for a module without one."""
+    from triton.runtime.autotuner import Autotuner
+    kernels = {name: {"configs": len(obj.configs), "keys": len(obj.cache),
+                      "chosen": sorted({str(c) for c in obj.cache.values()})}
+               for name, obj in sorted(vars(module).items()) if isinstance(obj, Autotuner)}
+    return {"first_calls_s": round(first_calls_s, 3), "kernels": kernels} if kernels else None
 
 
 # What the final measurement profiles (the report's at_bound reads the first two).
@@ -207,7 +229,8 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     program = experiment["problem"]["program"]  # <data>/kernels/<op>.py
     h = operator(os.path.dirname(os.path.dirname(program)), os.path.splitext(os.path.basename(program))[0])
     inputs = [call[0] for call in h.shapes("all")]  # each call is (to_cuda(input),)
-    calls = {"original": h.bind(variant_module(experiment, [], worker))}
+    original_module = variant_module(experiment, [], worker)
+    calls = {"original": h.bind(original_module)}
     candidates = {}
     for name in ("kforge", "random"):
         path = os.path.join(runs_op, name + ".jsonl")
@@ -227,7 +250,8 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                             "search_best_ms": best["time_ms"]}
         calls[name] = h.bind(variant_module(experiment, knobs, worker))
     t0 = time.perf_counter()
-    compile_outside_the_lock(calls, inputs)
+    first_calls = compile_outside_the_lock(calls, inputs)
+    autotune = autotune_record(original_module, first_calls["original"])
     with worker.lock.hold(exclusive=True):  # the GPU alone: other searches on it wait to time
         times, errors = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
         profiled = ["original"] + [n for n in candidates if n in calls and not errors[n] and candidates[n]["correct"]]
@@ -246,7 +270,8 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
             "original": {"ms": original, "errors": errors["original"],
                          "gbps": [rate(h.perf.get_gbps, x, ms) for x, ms in zip(inputs, original)],
                          "tflops": [rate(h.perf.get_tflops, x, ms) for x, ms in zip(inputs, original)]},
-            "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}, "cupti": cupti}
+            "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}, "cupti": cupti,
+            **({"autotune": autotune} if autotune else {})}
 
 
 def main(argv=None) -> int:

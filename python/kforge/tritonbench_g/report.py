@@ -29,6 +29,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -43,7 +44,7 @@ PROG = "python -m kforge.tritonbench_g.report"
 DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tritonbench-g"
 DEFAULT_OUT = Path("docs/results/tritonbench-g.md")
 
-METHODS = ("kforge", "random", "autotune")
+METHODS = ("kforge", "random")
 SEARCHES = ("kforge", "random")           # methods whose trials are stored as runs/<op>/<method>.jsonl
 SUCCESS_SPEEDUP = 1.05                    # a success: correct and at least this speed-up
 # Why-not-improved thresholds.
@@ -80,7 +81,8 @@ TRITONFORGE = {
 CSV_COLUMNS = ("op", "bucket", "source_len", "runnable", "category", "n_sizes", "searched", "has_final", "gpu",
                "kforge_speedup", "kforge_size_min", "kforge_size_median", "kforge_size_max", "kforge_correct",
                "kforge_trials", "kforge_search_gpu_s", "kforge_configuration", "random_speedup",
-               "autotune_speedup", "original_dram_pct", "original_sm_pct", "kforge_dram_pct", "kforge_sm_pct",
+               "autotuned", "autotune_first_calls_s", "original_dram_pct", "original_sm_pct", "kforge_dram_pct",
+               "kforge_sm_pct",
                "why_not_improved")
 
 
@@ -182,6 +184,11 @@ class Final:
     # CUPTI metrics on the largest size (final.json's ``cupti``): program name -> {metric: value}; older
     # final.json files and runs where the profiler could not run have none.
     cupti: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # Triton's autotuner in the original (final.json's ``autotune``, measured since 2026-12-06): the
+    # seconds of the original's first call on every size (its autotuner benchmarking its list, with the
+    # compiles), and per autotuned kernel the configurations it chose; None where not recorded.
+    autotune_first_calls_s: float | None = None
+    autotune_kernels: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def cupti_metric(self, program: str, metric: str) -> float | None:
         v = self.cupti.get(program, {}).get(metric)
@@ -242,7 +249,13 @@ def parse_final(data: Any, path: Path) -> Final:
         raise ReportError(f"{path}: 'cupti' must be an object")
     cupti_programs = {name: {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                       for name, values in cupti.items() if isinstance(values, dict) and "error" not in values}
+    autotune = data.get("autotune") or {}
+    if not isinstance(autotune, dict) or not isinstance(autotune.get("kernels", {}), dict):
+        raise ReportError(f"{path}: 'autotune' must be an object with 'kernels' (an object)")
     return Final(ops_at_once=ops_at_once, workers_per_device=workers, gpu=gpu, cupti=cupti_programs,
+                 autotune_first_calls_s=_optional_number(autotune.get("first_calls_s"), path,
+                                                         "autotune.first_calls_s"),
+                 autotune_kernels=autotune.get("kernels", {}),
                  sizes=[str(s) for s in data["sizes"]],
                  original_ms=_number_list(original.get("ms"), n, path, "original.ms"),
                  original_gbps=_number_list(original.get("gbps"), n, path, "original.gbps"),
@@ -265,6 +278,9 @@ class Operator:
     harness_sizes: int | None                 # runnable.jsonl's count of harness sizes
     trials: dict[str, list[dict] | None]      # kforge/random trials; None where the file is missing
     final: Final | None
+    # the original's source has @triton.autotune (kernels/<op>.py of the data): its "original" is then
+    # Triton's autotuner over the operator's own list, the baseline of item 6
+    autotuned: bool = False
 
     @property
     def searched(self) -> bool:
@@ -312,9 +328,22 @@ def read_trials(run_dir: Path, method: str) -> list[dict] | None:
     return sorted(trials, key=lambda t: t.get("sequence", 0))
 
 
-def load_campaign(campaign: Path, lengths: dict[str, int]) -> tuple[list[Operator], list[str]]:
+AUTOTUNE_DECORATOR = re.compile(r"^\s*@triton\.autotune\b", re.MULTILINE)
+
+
+def has_autotune(kernels: Path | None, op: str) -> bool:
+    """Whether the data's kernels/<op>.py decorates a kernel with @triton.autotune (False without it)."""
+    path = kernels / f"{op}.py" if kernels else None
+    if path is None or not path.is_file():
+        return False
+    return bool(AUTOTUNE_DECORATOR.search(path.read_text(encoding="utf-8", errors="replace")))
+
+
+def load_campaign(campaign: Path, lengths: dict[str, int],
+                  kernels: Path | None = None) -> tuple[list[Operator], list[str]]:
     """The data's operators with what the campaign holds on them, sorted by name, and the names the
-    campaign mentions that are not in the data (left out of every number)."""
+    campaign mentions that are not in the data (left out of every number). ``kernels``: the data's
+    kernels/ folder, read for which originals carry @triton.autotune."""
     if not campaign.is_dir():
         raise ReportError(f"{campaign}: the campaign folder does not exist")
     runnable = read_runnable(campaign)
@@ -333,7 +362,8 @@ def load_campaign(campaign: Path, lengths: dict[str, int]) -> tuple[list[Operato
             reason=str(record.get("reason", "")) if record else "",
             harness_sizes=record.get("sizes") if record and isinstance(record.get("sizes"), int) else None,
             trials={m: read_trials(run_dir, m) for m in SEARCHES},
-            final=parse_final(read_json(final_path), final_path) if final_path.exists() else None))
+            final=parse_final(read_json(final_path), final_path) if final_path.exists() else None,
+            autotuned=has_autotune(kernels, op)))
     unknown = sorted((set(runnable) | run_names) - set(lengths))
     return operators, unknown
 
@@ -482,12 +512,8 @@ class Headline:
 
 
 def population(operators: list[Operator], method: str) -> list[Operator]:
-    """The operators a method is judged on: runnable and searched by kforge; for autotune, those of them
-    whose final.json has an autotune candidate (operators with @triton.autotune)."""
-    base = [o for o in operators if o.runnable and o.searched]
-    if method == "autotune":
-        return [o for o in base if o.final and "autotune" in o.final.candidates]
-    return base
+    """The operators a method is judged on: runnable and searched by kforge."""
+    return [o for o in operators if o.runnable and o.searched]
 
 
 def geometric_mean(values: list[float]) -> float | None:
@@ -512,8 +538,37 @@ def headline(operators: list[Operator], method: str) -> Headline:
 
 
 def methods_present(operators: list[Operator]) -> list[str]:
-    """kforge and random always; autotune where some operator has an autotune candidate."""
-    return [m for m in METHODS if m != "autotune" or population(operators, m)]
+    """The searches of the campaign, kforge and random."""
+    return list(METHODS)
+
+
+def autotune_row(operators: list[Operator]) -> Headline | None:
+    """kforge against Triton's autotuner (item 6): kforge's numbers over the judged operators whose
+    original carries @triton.autotune, whose original is the autotuner over the operator's own list, per
+    size; None where no judged operator has one."""
+    autotuned = [o for o in operators if o.autotuned]
+    h = headline(autotuned, "kforge")
+    if h.population == 0:
+        return None
+    return dataclasses.replace(h, method=AUTOTUNE_ROW)  # its counts are of the autotuned operators
+
+
+AUTOTUNE_ROW = "kforge vs Triton's autotuner (@triton.autotune originals)"
+
+
+def autotune_lines(operators: list[Operator]) -> list[str]:
+    """What the autotuner itself cost, where final.json recorded it."""
+    judged = [o for o in population(operators, "kforge") if o.autotuned]
+    if not judged:
+        return []
+    seconds = [o.final.autotune_first_calls_s for o in judged if o.final and o.final.autotune_first_calls_s is not None]
+    cost = (f" The autotuner's own cost, the original's first call on every size (benchmarking its list, "
+            f"with the compiles): median {statistics.median(seconds):.1f} s over {len(seconds)} of them."
+            if seconds else " Its own tuning time was not recorded for these (final.json before 2026-12-06).")
+    verb = "carries" if len(judged) == 1 else "carry"
+    return [f"Triton's autotuner: {len(judged)} of the judged operators {verb} `@triton.autotune`; their "
+            "original, the baseline of every row, is the autotuner over the operator's own list (choosing "
+            "per size), so the row above is kforge (one configuration for all sizes) against it." + cost, ""]
 
 
 # --- formatting ----------------------------------------------------------------------------------------
@@ -611,15 +666,16 @@ DEFINITIONS = f"""\
   (final.json). It exists only when the candidate is correct and every size has both times; otherwise
   the candidate is a **failure**. The CSV also gives the per-size ratios (min / median / max).
 - **Success**: correct and speed-up >= {SUCCESS_SPEEDUP:.2f}x.
-- **Judged on**: the runnable operators kforge searched (kforge.jsonl or final.json exists); for
-  autotune, those of them whose final.json has an autotune candidate (operators with @triton.autotune).
-  "Of all" divides by every operator of the data (or of the bucket).
+- **Judged on**: the runnable operators kforge searched (kforge.jsonl or final.json exists). "Of all"
+  divides by every operator of the data (or of the bucket). The row **kforge vs Triton's autotuner** is
+  kforge's over the operators whose original carries `@triton.autotune` (their counts: runnable / tried
+  / all of those): there the original is the autotuner over the operator's own list.
 - **Mean speed-up of successes**: the arithmetic mean over the successes only.
 - **Geomean** over the judged operators: a failure counts 1.00x, and so does a correct candidate slower
   than the original (floored at 1.00x, since kforge would keep the original). **Best** is the largest of
   the same numbers.
-- **GPU s**: the method's search time per operator (final.json's `search_gpu_s`; for autotune, the
-  autotuner's tuning time; where final.json lacks it, the last trial's `clock_s`).
+- **GPU s**: the method's search time per operator (final.json's `search_gpu_s`; where final.json
+  lacks it, the last trial's `clock_s`).
 - **TritonForge**: {TRITONFORGE['source']}. {TRITONFORGE['runnable']} of {TRITONFORGE['operators']}
   operators runnable, {100 * TRITONFORGE['success_rate_of_runnable']:.1f}% of the runnable improved by >= 1.05x,
   mean {TRITONFORGE['mean_speedup_of_successes']:.2f}x over those, best {TRITONFORGE['best_speedup']:.0f}x, about
@@ -717,10 +773,12 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
         lines += [f"> The runnable filter has tried {tried} of {len(operators)} operators; the other "
                   f"{len(operators) - tried} count as not tried (not runnable).", ""]
     lines += ["## Headline", ""]
+    versus = autotune_row(operators)
     lines += markdown_table(HEADLINE_HEADER, [headline_cells(headline(operators, m)) for m in methods] +
-                            [tritonforge_cells()])
+                            ([headline_cells(versus)] if versus else []) + [tritonforge_cells()])
     lines += ["", "TritonForge's row is copied from its paper (an H100, LLM rounds of about 22 minutes per "
               "operator), not measured here; compare the shapes of the numbers, not the digits.", ""]
+    lines += autotune_lines(operators)
     lines += card_lines(searched)
     lines += sharing_lines(searched)
     lines += worker_lines(searched)
@@ -732,8 +790,6 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
     for bucket in BUCKETS:
         members = [o for o in operators if o.bucket == bucket]
         for m in methods:
-            if m == "autotune" and not population(members, m):
-                continue
             rows.append([f"{bucket} ({BUCKET_RANGES[bucket]})"] + headline_cells(headline(members, m)))
     lines += markdown_table(("length",) + HEADLINE_HEADER, rows)
     lines += ["", "## Why not improved", ""] + why_lines(operators)
@@ -763,7 +819,8 @@ def csv_row(o: Operator) -> dict[str, str]:
         "kforge_configuration": "" if k.configuration is None else
         json.dumps(k.configuration, sort_keys=True, separators=(",", ":")),
         "random_speedup": fmt_num(outcome(o, "random").speedup),
-        "autotune_speedup": fmt_num(outcome(o, "autotune").speedup),
+        "autotuned": str(o.autotuned).lower(),
+        "autotune_first_calls_s": fmt_num(o.final.autotune_first_calls_s if o.final else None, 1),
         **{f"{program}_{unit}_pct": fmt_num(o.final.cupti_metric(program, metric) if o.final else None, 1)
            for program in ("original", "kforge") for unit, metric in (("dram", CUPTI_DRAM), ("sm", CUPTI_SM))},
         "why_not_improved": why_not_improved(o, k) or "",
@@ -839,7 +896,7 @@ def plot_speedup_vs_gpu_s(operators: list[Operator], path: Path) -> None:
     """Scatter of each correct candidate's speed-up against the GPU seconds its search took, log-log."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    markers = {"kforge": "o", "random": "x", "autotune": "^"}
+    markers = {"kforge": "o", "random": "x"}
     plotted = 0
     for method in methods_present(operators):
         points = [(g, s) for s, g in correct_speedups(operators, method) if g is not None and g > 0]
@@ -879,7 +936,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def write_report(campaign: Path, data: Path, out: Path, command: str) -> None:
     """Reads the campaign and the data and writes the four files (see the module docstring)."""
-    operators, unknown = load_campaign(campaign, load_dataset(data))
+    operators, unknown = load_campaign(campaign, load_dataset(data), data / "kernels")
     paths = Paths(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(operators, unknown, os.path.normpath(str(campaign)), command, paths))
