@@ -88,11 +88,24 @@ RUNS = {
 }
 
 
-# The kernels/ sources of the data: op_flat's and op_untried's originals are autotuned (op_untried is not
-# judged); op_win has a source without the decorator; the others have none (not autotuned).
-KERNELS = {"op_flat": "import triton\n\n@triton.autotune(configs=CONFIGS, key=['n'])\n@triton.jit\n"
-                      "def k(x):\n    pass\n",
-           "op_untried": "  @triton.autotune(configs=[], key=[])\n",
+# The kernels/ sources of the data: op_flat's and op_untried's originals have the autotuner choose between
+# two configurations (op_untried is not judged); op_win has a source without the decorator; the others
+# have none (not autotuned).
+AUTOTUNED = """import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=4), triton.Config({"BLOCK": 128}, num_warps=4)],
+                 key=["n"])
+@triton.jit
+def k(x, n, BLOCK: tl.constexpr):
+    pass
+
+
+def op_flat(x):
+    k[(1,)](x, x.numel())
+"""
+KERNELS = {"op_flat": AUTOTUNED,
+           "op_untried": AUTOTUNED,
            "op_win": "# a comment naming @triton.autotune is not the decorator\n@triton.jit\ndef k(x):\n    pass\n"}
 
 
@@ -131,6 +144,20 @@ def loaded(campaign_and_data):
     operators, unknown = report.load_campaign(campaign, report.load_dataset(data), data / "kernels")
     assert unknown == []
     return operators
+
+
+def test_an_autotune_list_counts_when_the_autotuner_has_a_choice(tmp_path):
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    one = AUTOTUNED.replace(', triton.Config({"BLOCK": 128}, num_warps=4)', "")
+    copies = AUTOTUNED.replace('"BLOCK": 128', '"BLOCK": 64')
+    unreadable = AUTOTUNED.replace("configs=[", "configs=make_configs() + [")
+    for name, text in {"two": AUTOTUNED, "one": one, "copies": copies, "unreadable": unreadable,
+                       "comment": "# TODO use @triton.autotune here\n" + one.replace("@triton.autotune", "#")}.items():
+        (kernels / f"{name}.py").write_text(text)
+    assert {name: report.has_autotune(kernels, name)
+            for name in ("two", "one", "copies", "unreadable", "comment", "missing")} == {
+        "two": True, "one": False, "copies": False, "unreadable": True, "comment": False, "missing": False}
 
 
 def test_buckets_follow_tritonforge_quartiles(campaign):
@@ -172,7 +199,6 @@ def test_random_headline_and_kforge_against_the_autotuner(campaign):
     assert r.mean_success == pytest.approx(1.25)
     assert r.geomean == pytest.approx(1.25 ** (1 / 7))
     assert r.total_gpu_s == pytest.approx(43.0)
-    assert report.methods_present(operators) == ["kforge", "random"]
     assert {o.op for o in operators if o.autotuned} == {"op_flat", "op_untried"}  # not op_win's comment
     # kforge over the autotuned operators: op_flat judged (1.03x, no success); op_untried never ran
     a = report.autotune_row(operators)
@@ -309,6 +335,24 @@ def test_worker_counts_are_said_when_the_campaign_mixes_them(campaign, tmp_path)
     assert "Workers per search: 5 operators with 2, 1 operator with 6" in out.read_text()
     path.write_text(json.dumps({**data, "workers_per_device": True}))
     assert run_main(campaign, tmp_path / "r2.md") == 2
+
+
+def test_the_autotune_record_is_checked(campaign, tmp_path, capsys):
+    path = campaign[0] / "runs" / "op_flat" / "final.json"
+    data = json.loads(path.read_text())
+    for bad, what in (([], "'autotune' must be an object"), ({"kernels": []}, "'autotune' must be an object"),
+                      ({"first_calls_s": "4"}, "'autotune.first_calls_s' must be a number")):
+        path.write_text(json.dumps({**data, "autotune": bad}))
+        assert run_main(campaign, tmp_path / "r.md") == 2
+        assert what in capsys.readouterr().err
+
+
+def test_the_data_must_hold_the_kernels(campaign, tmp_path, capsys):
+    for f in (campaign[1] / "kernels").iterdir():
+        f.unlink()
+    (campaign[1] / "kernels").rmdir()
+    assert run_main(campaign, tmp_path / "r.md") == 2
+    assert "no kernels/ folder" in capsys.readouterr().err
 
 
 def test_errors_name_the_file_and_exit_2(campaign, tmp_path, capsys):

@@ -86,8 +86,13 @@ def counts_text(c: tuple[int, int, int] | None) -> str:
 
 def trials_line(folder: str) -> str:
     """One operator's trial counts for the search script's per-operator line (read before committing)."""
-    k, r = trial_counts(folder, "kforge") or (0, 0, 0), trial_counts(folder, "random") or (0, 0, 0)
-    return f"{k[1]} kforge trials ({k[0]} ok), {k[2]} compile timeouts; {r[1]} random trials ({r[0]} ok)"
+    def arm(method: str) -> str:
+        c = trial_counts(folder, method)
+        if c is None:
+            return f"no {method} run"
+        timeouts = f", {c[2]} compile timeouts" if method == "kforge" else ""
+        return f"{c[1]} {method} trials ({c[0]} ok){timeouts}"
+    return f"{arm('kforge')}; {arm('random')}"
 
 
 def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: bool = False,

@@ -28,8 +28,9 @@ search's winner on EVERY size of the harness's sweep, checked, then timed interl
    kernels). Under the same exclusive lock; a profiler that cannot run leaves ``cupti.error``.
 5. Triton's autotuner (item 6): an original with ``@triton.autotune`` kernels is that autotuner over the
    operator's own list; ``autotune`` records per kernel the configurations it chose over the sizes and
-   the seconds of the original's first calls on every size (its tuning cost; compiles the searches'
-   JIT cache already holds are not in it).
+   the seconds of the original's first calls on every size (its tuning cost, with the compiles of its
+   list: the search script gives each operator's measurement a Triton cache of its own, so they are
+   all in it).
 """
 
 from __future__ import annotations
@@ -175,8 +176,8 @@ def compile_outside_the_lock(calls: dict, inputs: list) -> dict[str, float]:
 def autotune_record(module, first_calls_s: float) -> dict | None:
     """final.json's ``autotune`` for an original whose module holds @triton.autotune kernels, after its
     first calls: per kernel the list's length, the tuning keys met and the configurations chosen, and
-    the first calls' seconds (the autotuner's cost: benchmarking its list per key, with the compiles the
-    JIT cache did not hold); None for a module without one."""
+    the first calls' seconds (the autotuner's cost: compiling and benchmarking its list per key, in a
+    Triton cache of the measurement's own); None for a module without one."""
     from triton.runtime.autotuner import Autotuner
     kernels = {name: {"configs": len(obj.configs), "keys": len(obj.cache),
                       "chosen": sorted({str(c) for c in obj.cache.values()})}

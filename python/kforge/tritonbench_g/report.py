@@ -14,7 +14,8 @@ is measured here: everything comes from the campaign folder, which holds
 - ``runs/<op>/final.json``: the final interleaved measurement of the original and of each method's
   candidate on every harness size (may be missing).
 
-The data folder gives the 184 operators and their source lengths (``TritonBench_G_v1.json``).
+The data folder gives the 184 operators and their source lengths (``TritonBench_G_v1.json``), and
+``kernels/<op>.py``, read for which originals have Triton's autotuner choose (``has_autotune``).
 Regenerating from the same inputs gives the same bytes: operators are sorted, floats have fixed formats
 and the PNGs carry no software or date stamp. A missing folder or file, or malformed JSON, raises
 ``ReportError`` (the file and the reason); ``main`` prints it and returns 2.
@@ -38,7 +39,9 @@ from typing import Any, Iterable
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from kforge.triton import source_ops  # noqa: E402
 from kforge.triton.bounded_compile import TIMEOUT_MARK  # noqa: E402
+from kforge.tritonbench_g.harness import cut_source  # noqa: E402
 
 PROG = "python -m kforge.tritonbench_g.report"
 DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tritonbench-g"
@@ -249,7 +252,8 @@ def parse_final(data: Any, path: Path) -> Final:
         raise ReportError(f"{path}: 'cupti' must be an object")
     cupti_programs = {name: {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                       for name, values in cupti.items() if isinstance(values, dict) and "error" not in values}
-    autotune = data.get("autotune") or {}
+    autotune = data.get("autotune")
+    autotune = {} if autotune is None else autotune
     if not isinstance(autotune, dict) or not isinstance(autotune.get("kernels", {}), dict):
         raise ReportError(f"{path}: 'autotune' must be an object with 'kernels' (an object)")
     return Final(ops_at_once=ops_at_once, workers_per_device=workers, gpu=gpu, cupti=cupti_programs,
@@ -332,11 +336,22 @@ AUTOTUNE_DECORATOR = re.compile(r"^\s*@triton\.autotune\b", re.MULTILINE)
 
 
 def has_autotune(kernels: Path | None, op: str) -> bool:
-    """Whether the data's kernels/<op>.py decorates a kernel with @triton.autotune (False without it)."""
+    """Whether the data's kernels/<op>.py has Triton's autotuner choose: a kernel decorated with
+    @triton.autotune over two or more different configurations (a list of one, or of copies of one, as
+    in chunk_gla_simple and quant_transpose_kernel, chooses nothing). A list the source operators cannot
+    read (matmul_triton_autotune builds it in a function) counts as choosing. False without the file."""
     path = kernels / f"{op}.py" if kernels else None
     if path is None or not path.is_file():
         return False
-    return bool(AUTOTUNE_DECORATOR.search(path.read_text(encoding="utf-8", errors="replace")))
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not AUTOTUNE_DECORATOR.search(text):
+        return False
+    try:
+        knobs = source_ops.find_knobs(cut_source(text))
+    except (source_ops.SourceOpError, SyntaxError, ValueError):  # the source does not parse: the decorator is there
+        return True
+    return any(k["kind"] == "autotune" and ("error" in k or len({json.dumps(v) for v in k.get("values", [])}) > 1)
+               for k in knobs)
 
 
 def load_campaign(campaign: Path, lengths: dict[str, int],
@@ -936,7 +951,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def write_report(campaign: Path, data: Path, out: Path, command: str) -> None:
     """Reads the campaign and the data and writes the four files (see the module docstring)."""
-    operators, unknown = load_campaign(campaign, load_dataset(data), data / "kernels")
+    lengths = load_dataset(data)
+    if not (data / "kernels").is_dir():
+        raise ReportError(f"{data}: no kernels/ folder (the originals' sources: which carry @triton.autotune)")
+    operators, unknown = load_campaign(campaign, lengths, data / "kernels")
     paths = Paths(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(operators, unknown, os.path.normpath(str(campaign)), command, paths))
