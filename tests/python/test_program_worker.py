@@ -292,3 +292,26 @@ def test_call_tolerances():
     mixed = pw.call_tolerances(tol, {"f32", "f16"})
     assert mixed["f32"] == tol["f16"] and mixed["f16"] == tol["f16"] and mixed["bf16"] == tol["bf16"]
     assert pw.call_tolerances(tol, {"bf16"})["f16"] == (2e-2, 1e-2)  # the looser of each component
+
+
+def test_an_original_with_a_small_race_serves_with_an_allowance(tmp_path):
+    # The original changes one element per call (of 500 and 1000): under 1%, so it serves as the reference
+    # and a candidate may differ in twice as many elements as its own calls did.
+    worker = pw.Worker(program_devices.FakeDevice(0), str(tmp_path))
+
+    def racy(race):
+        return request(call="racy", inputs="wide_shapes",
+                       knobs=[{"kind": "literal", "site": "racy", "target": "RACE", "value": race}])
+    out = worker.evaluate(racy(1))  # the original itself, racing as before
+    assert out["status"] == "ok", out["error"]
+    assert out["metrics"]["setup.original_unstable_elements"] >= 2  # counted on both sizes
+    assert worker.evaluate(racy(2))["status"] == "ok"  # two elements off: within the allowance
+    wrong = worker.evaluate(racy(9))  # nine elements off: more than the original ever differs
+    assert wrong["status"] == "wrong_result" and "allowed, as the original differs from itself" in wrong["error"]
+
+
+def test_an_original_unstable_in_more_than_one_percent_is_not_reproducible(tmp_path):
+    worker = pw.Worker(program_devices.FakeDevice(0), str(tmp_path))
+    out = worker.evaluate(request(call="racy", inputs="axpy_shapes"))  # one element of 7: 14%
+    assert out["status"] == "launch_failed" and out["original_failed"]
+    assert "not reproducible" in out["error"] and "more than 1% of a value's elements" in out["error"]

@@ -337,6 +337,18 @@ def test_worker_counts_are_said_when_the_campaign_mixes_them(campaign, tmp_path)
     assert run_main(campaign, tmp_path / "r2.md") == 2
 
 
+def test_originals_checked_with_an_allowance_are_said(campaign, tmp_path):
+    out = tmp_path / "r.md"
+    assert run_main(campaign, out) == 0
+    assert "checked with an allowance" not in out.read_text()
+    trials = campaign[0] / "runs" / "op_win" / "kforge.jsonl"
+    records = [json.loads(line) for line in trials.read_text().splitlines()]
+    records[0]["metrics"] = {"setup.original_unstable_elements": 42}
+    write_jsonl(trials, records)
+    assert run_main(campaign, out) == 0
+    assert "checked with an allowance: op_win (42 elements)." in out.read_text()
+
+
 def test_the_autotune_record_is_checked(campaign, tmp_path, capsys):
     path = campaign[0] / "runs" / "op_flat" / "final.json"
     data = json.loads(path.read_text())

@@ -33,9 +33,18 @@ class DeviceBroken(Exception):
     """The device's state is lost (a fault, a sticky CUDA error): the worker must exit."""
 
 
-def _describe_mismatch(path: str, n_bad: int, total: int, index, out_value, ref_value, tol) -> str:
+def _describe_mismatch(path: str, n_bad: int, total: int, index, out_value, ref_value, tol, allow: int = 0) -> str:
+    allowed = f"; {allow} allowed, as the original differs from itself" if allow else ""
     return (f"{path}: {n_bad} of {total} elements differ; first at {index}: {out_value!r} vs reference "
-            f"{ref_value!r} (tolerance abs {tol[1]:g} + rel {tol[0]:g} |ref|)")
+            f"{ref_value!r} (tolerance abs {tol[1]:g} + rel {tol[0]:g} |ref|{allowed})")
+
+
+def _shape_mismatch(path: str, out, ref) -> str | None:
+    if tuple(out.shape) != tuple(ref.shape):
+        return f"{path}: shape {tuple(out.shape)} vs reference {tuple(ref.shape)}"
+    if out.dtype != ref.dtype:
+        return f"{path}: dtype {out.dtype} vs reference {ref.dtype}"
+    return None
 
 
 def _poison_value(floating: bool, boolean: bool, signed: bool, int_max: Callable[[], int], pattern: int):
@@ -114,12 +123,25 @@ class FakeDevice:
         return a.shape == b.shape and a.dtype == b.dtype and bool(
             self.np.array_equal(a, b, equal_nan=self.is_floating(a)))
 
-    def compare(self, path: str, out, ref, tol, ignore=None) -> str | None:
+    def compare(self, path: str, out, ref, tol, ignore=None, allow: int = 0) -> str | None:
+        if (m := _shape_mismatch(path, out, ref)) is not None:
+            return m
+        bad = self._bad(out, ref, tol, ignore)
+        n_bad = int(bad.sum())
+        if n_bad <= allow:
+            return None
+        index = tuple(int(i) for i in self.np.argwhere(bad)[0])
+        return _describe_mismatch(path, n_bad, int(ref.size), index, out[index].item(), ref[index].item(), tol,
+                                  allow)
+
+    def mismatches(self, out, ref, tol, ignore=None) -> int | None:
+        """How many elements differ beyond ``tol`` (None: shape or dtype differ)."""
+        if _shape_mismatch("", out, ref) is not None:
+            return None
+        return int(self._bad(out, ref, tol, ignore).sum())
+
+    def _bad(self, out, ref, tol, ignore):
         np = self.np
-        if out.shape != ref.shape:
-            return f"{path}: shape {tuple(out.shape)} vs reference {tuple(ref.shape)}"
-        if out.dtype != ref.dtype:
-            return f"{path}: dtype {out.dtype} vs reference {ref.dtype}"
         if self.is_floating(ref):
             o, r = out.astype(np.float64), ref.astype(np.float64)
             with np.errstate(invalid="ignore", over="ignore"):
@@ -129,12 +151,7 @@ class FakeDevice:
             ok = out == ref
         if ignore is not None:
             ok |= ignore
-        bad = ~ok
-        n_bad = int(bad.sum())
-        if n_bad == 0:
-            return None
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
-        return _describe_mismatch(path, n_bad, int(ref.size), index, out[index].item(), ref[index].item(), tol)
+        return ~ok
 
     # -- running
     def inputs_context(self):
@@ -336,28 +353,36 @@ class TorchDevice:
             self.torch.equal(self.torch.nan_to_num(a, nan=0.5), self.torch.nan_to_num(b, nan=0.5))
             and self.torch.equal(self.torch.isnan(a), self.torch.isnan(b))))
 
-    def compare(self, path: str, out, ref, tol, ignore=None) -> str | None:
-        torch = self.torch
-        if tuple(out.shape) != tuple(ref.shape):
-            return f"{path}: shape {tuple(out.shape)} vs reference {tuple(ref.shape)}"
-        if out.dtype != ref.dtype:
-            return f"{path}: dtype {out.dtype} vs reference {ref.dtype}"
-        with torch.no_grad():
-            if self.is_floating(ref):
-                o, r = out.double(), ref.double()
-                ok = (o - r).abs() <= tol[1] + tol[0] * r.abs()
-                ok |= (torch.isnan(o) & torch.isnan(r)) | ((o == r) & torch.isinf(r))
-            else:
-                ok = out == ref
-            if ignore is not None:
-                ok |= ignore
-            bad = ~ok
+    def compare(self, path: str, out, ref, tol, ignore=None, allow: int = 0) -> str | None:
+        if (m := _shape_mismatch(path, out, ref)) is not None:
+            return m
+        with self.torch.no_grad():
+            bad = self._bad(out, ref, tol, ignore)
             n_bad = int(bad.sum().item())
-            if n_bad == 0:
+            if n_bad <= allow:
                 return None
             index = tuple(int(i) for i in bad.nonzero()[0].tolist())
             return _describe_mismatch(path, n_bad, ref.numel(), index, out[index].item(), ref[index].item(),
-                                      tol)
+                                      tol, allow)
+
+    def mismatches(self, out, ref, tol, ignore=None) -> int | None:
+        """How many elements differ beyond ``tol`` (None: shape or dtype differ)."""
+        if _shape_mismatch("", out, ref) is not None:
+            return None
+        with self.torch.no_grad():
+            return int(self._bad(out, ref, tol, ignore).sum().item())
+
+    def _bad(self, out, ref, tol, ignore):
+        torch = self.torch
+        if self.is_floating(ref):
+            o, r = out.double(), ref.double()
+            ok = (o - r).abs() <= tol[1] + tol[0] * r.abs()
+            ok |= (torch.isnan(o) & torch.isnan(r)) | ((o == r) & torch.isinf(r))
+        else:
+            ok = out == ref
+        if ignore is not None:
+            ok |= ignore
+        return ~ok
 
     # -- running
     def inputs_context(self):

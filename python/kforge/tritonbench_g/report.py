@@ -759,6 +759,29 @@ def worker_lines(searched: list[Operator]) -> list[str]:
             "GPU's lock to check and, alone, to time).", ""]
 
 
+UNSTABLE_METRIC = "setup.original_unstable_elements"
+
+
+def unstable_elements(o: Operator) -> int:
+    """The most elements the original changed between its own calls on the same inputs, as the kforge
+    search's worker measured them (a trial metric since 2026-12-06); 0 where none or not recorded."""
+    values = [t.get("metrics", {}).get(UNSTABLE_METRIC) for t in o.trials.get("kforge") or []]
+    return int(max((v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)), default=0))
+
+
+def unstable_lines(searched: list[Operator]) -> list[str]:
+    """The operators whose original differs from itself in a few elements and was checked with an
+    allowance (kforge.triton.program_worker.UNSTABLE_SHARE): a success there is correct as far as the
+    original is."""
+    found = [(o.op, unstable_elements(o)) for o in searched if unstable_elements(o)]
+    if not found:
+        return []
+    parts = ", ".join(f"{op} ({n} elements)" for op, n in found)
+    return [f"Originals that differ from themselves (a race), checked with an allowance: {parts}. Their "
+            "candidates may differ from the original in twice as many elements as the original's own calls "
+            "did; an original that differs in more than 1% of a value's elements is original_failed.", ""]
+
+
 def card_lines(searched: list[Operator]) -> list[str]:
     """Which cards the searched operators ran on (the campaign may span machines: say so)."""
     counts = collections.Counter(o.gpu or "not recorded" for o in searched)
@@ -795,6 +818,7 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
               "operator), not measured here; compare the shapes of the numbers, not the digits.", ""]
     lines += autotune_lines(operators)
     lines += card_lines(searched)
+    lines += unstable_lines(searched)
     lines += sharing_lines(searched)
     lines += worker_lines(searched)
     lines += [

@@ -28,3 +28,8 @@ def widen_shapes():
 
 def widen_shapes_f32():
     return [(np.random.randn(n).astype(np.float32),) for n in (8, 64)]
+
+
+def wide_shapes():
+    """Sizes where one element is well under 1% (the share of a value an original may change call to call)."""
+    return [(np.random.randn(n).astype(np.float32), np.random.randn(n).astype(np.float32), 2.0) for n in (500, 1000)]

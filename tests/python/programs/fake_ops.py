@@ -95,3 +95,15 @@ def widen(x):
     MODE = 0
     widen_kernel[(1,)](x, out, MODE=MODE)
     return out
+
+
+def racy(x, y, alpha):
+    """An original with a race (as TritonBench-G's attention kernels have): each call changes one element,
+    a different one each time; the rest is alpha * x + y. RACE: how many elements a call changes."""
+    racy.calls = getattr(racy, "calls", 0) + 1
+    out = fake_empty(x.shape, x.dtype)
+    out[...] = alpha * x + y
+    RACE = 1
+    for i in range(RACE):
+        out[(racy.calls * 7 + i) % x.size] += np.float32(1 + racy.calls)
+    return out
