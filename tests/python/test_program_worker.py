@@ -308,6 +308,10 @@ def test_an_original_with_a_small_race_serves_with_an_allowance(tmp_path):
     assert worker.evaluate(racy(2))["status"] == "ok"  # two elements off: within the allowance
     wrong = worker.evaluate(racy(9))  # nine elements off: more than the original ever differs
     assert wrong["status"] == "wrong_result" and "allowed, as the original differs from itself" in wrong["error"]
+    # Two elements left unwritten (the poison, NaN) are within the count, but an allowance never covers them.
+    left = worker.evaluate(request(call="racy", inputs="wide_shapes",
+                                   knobs=[{"kind": "literal", "site": "racy", "target": "LEFT", "value": 2}]))
+    assert left["status"] == "wrong_result" and "nan" in left["error"]
 
 
 def test_an_original_unstable_in_more_than_one_percent_is_not_reproducible(tmp_path):

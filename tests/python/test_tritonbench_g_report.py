@@ -347,6 +347,11 @@ def test_originals_checked_with_an_allowance_are_said(campaign, tmp_path):
     write_jsonl(trials, records)
     assert run_main(campaign, out) == 0
     assert "checked with an allowance: op_win (42 elements)." in out.read_text()
+    path = campaign[0] / "runs" / "op_flat" / "final.json"  # the final checks' count counts too
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "original": {**data["original"], "unstable_elements": 7}}))
+    assert run_main(campaign, out) == 0
+    assert "checked with an allowance: op_flat (7 elements), op_win (42 elements)." in out.read_text()
 
 
 def test_the_autotune_record_is_checked(campaign, tmp_path, capsys):

@@ -191,6 +191,9 @@ class Final:
     # seconds of the original's first call on every size (its autotuner benchmarking its list, with the
     # compiles), and per autotuned kernel the configurations it chose; None where not recorded.
     autotune_first_calls_s: float | None = None
+    # elements the original changed between its own calls in the final checks (final.json's
+    # ``original.unstable_elements``, since 2026-12-06); None where not recorded
+    original_unstable_elements: float | None = None
     autotune_kernels: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def cupti_metric(self, program: str, metric: str) -> float | None:
@@ -260,6 +263,8 @@ def parse_final(data: Any, path: Path) -> Final:
                  autotune_first_calls_s=_optional_number(autotune.get("first_calls_s"), path,
                                                          "autotune.first_calls_s"),
                  autotune_kernels=autotune.get("kernels", {}),
+                 original_unstable_elements=_optional_number(original.get("unstable_elements"), path,
+                                                             "original.unstable_elements"),
                  sizes=[str(s) for s in data["sizes"]],
                  original_ms=_number_list(original.get("ms"), n, path, "original.ms"),
                  original_gbps=_number_list(original.get("gbps"), n, path, "original.gbps"),
@@ -764,8 +769,10 @@ UNSTABLE_METRIC = "setup.original_unstable_elements"
 
 def unstable_elements(o: Operator) -> int:
     """The most elements the original changed between its own calls on the same inputs, as the kforge
-    search's worker measured them (a trial metric since 2026-12-06); 0 where none or not recorded."""
+    search's worker (a trial metric) or the final checks (final.json) measured them, since 2026-12-06;
+    0 where none or not recorded."""
     values = [t.get("metrics", {}).get(UNSTABLE_METRIC) for t in o.trials.get("kforge") or []]
+    values.append(o.final.original_unstable_elements if o.final else None)
     return int(max((v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)), default=0))
 
 

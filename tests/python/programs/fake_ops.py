@@ -99,10 +99,12 @@ def widen(x):
 
 def racy(x, y, alpha):
     """An original with a race (as TritonBench-G's attention kernels have): each call changes one element,
-    a different one each time; the rest is alpha * x + y. RACE: how many elements a call changes."""
+    a different one each time; the rest is alpha * x + y. RACE: how many elements a call changes; LEFT:
+    how many at the end it leaves unwritten (the original: none)."""
     racy.calls = getattr(racy, "calls", 0) + 1
     out = fake_empty(x.shape, x.dtype)
-    out[...] = alpha * x + y
+    LEFT = 0  # a candidate's bug: its last LEFT elements never written
+    out[:x.size - LEFT] = alpha * x[:x.size - LEFT] + y[:x.size - LEFT]
     RACE = 1
     for i in range(RACE):
         out[(racy.calls * 7 + i) % x.size] += np.float32(1 + racy.calls)
