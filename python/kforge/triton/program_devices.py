@@ -55,7 +55,54 @@ def _poison_value(floating: bool, boolean: bool, signed: bool, int_max: Callable
     return 4096.0 if floating else False if boolean else 77
 
 
-class FakeDevice:
+class _Comparison:
+    """The comparison of a result with the reference, once for both devices; a device gives the array
+    module ``_xp`` and the primitives below (numpy and torch name isnan, isinf and abs alike)."""
+
+    def compare(self, path: str, out, ref, tol, ignore=None, allow: int = 0) -> str | None:
+        """None when ``out`` matches ``ref`` within ``tol`` (rel, abs) outside the ``ignore`` mask, or
+        differs in at most ``allow`` elements none of which is a new NaN; else what differs."""
+        if (m := _shape_mismatch(path, out, ref)) is not None:
+            return m
+        with self._quiet():
+            bad = self._bad(out, ref, tol, ignore)
+            n_bad = self._count(bad)
+            if n_bad <= allow and not (allow and self._count(self._new_nan(out, ref, ignore))):
+                return None
+            index = self._first(bad)
+            return _describe_mismatch(path, n_bad, math.prod(self.shape_of(ref)), index, out[index].item(),
+                                      ref[index].item(), tol, allow)
+
+    def mismatches(self, out, ref, tol, ignore=None) -> int | None:
+        """How many elements differ beyond ``tol`` (None: shape or dtype differ)."""
+        if _shape_mismatch("", out, ref) is not None:
+            return None
+        with self._quiet():
+            return self._count(self._bad(out, ref, tol, ignore))
+
+    def _bad(self, out, ref, tol, ignore):
+        xp = self._xp
+        if self.is_floating(ref):
+            o, r = self._f64(out), self._f64(ref)
+            ok = abs(o - r) <= tol[1] + tol[0] * abs(r)
+            ok |= (xp.isnan(o) & xp.isnan(r)) | ((o == r) & xp.isinf(r))
+        else:
+            ok = out == ref
+        if ignore is not None:
+            ok |= ignore
+        return ~ok
+
+    def _new_nan(self, out, ref, ignore):
+        """Elements NaN in ``out`` and not in ``ref`` (e.g. left as the poison): never covered by an
+        allowance, which is for values a race changes, not for elements a candidate fails to write."""
+        xp = self._xp
+        if not self.is_floating(ref):
+            return xp.zeros_like(out, dtype=self._bool)
+        new = xp.isnan(out) & ~xp.isnan(ref)
+        return new & ~ignore if ignore is not None else new
+
+
+class FakeDevice(_Comparison):
     """numpy on the host. ``name`` 'fake'. Timing is the wall clock of the call."""
 
     name = "fake"
@@ -123,44 +170,24 @@ class FakeDevice:
         return a.shape == b.shape and a.dtype == b.dtype and bool(
             self.np.array_equal(a, b, equal_nan=self.is_floating(a)))
 
-    def compare(self, path: str, out, ref, tol, ignore=None, allow: int = 0) -> str | None:
-        if (m := _shape_mismatch(path, out, ref)) is not None:
-            return m
-        bad = self._bad(out, ref, tol, ignore)
-        n_bad = int(bad.sum())
-        if n_bad <= allow and not (allow and self._new_nan(out, ref, ignore).any()):
-            return None
-        index = tuple(int(i) for i in self.np.argwhere(bad)[0])
-        return _describe_mismatch(path, n_bad, int(ref.size), index, out[index].item(), ref[index].item(), tol,
-                                  allow)
+    # _Comparison's primitives
+    @property
+    def _xp(self):
+        return self.np
 
-    def mismatches(self, out, ref, tol, ignore=None) -> int | None:
-        """How many elements differ beyond ``tol`` (None: shape or dtype differ)."""
-        if _shape_mismatch("", out, ref) is not None:
-            return None
-        return int(self._bad(out, ref, tol, ignore).sum())
+    _bool = bool
 
-    def _bad(self, out, ref, tol, ignore):
-        np = self.np
-        if self.is_floating(ref):
-            o, r = out.astype(np.float64), ref.astype(np.float64)
-            with np.errstate(invalid="ignore", over="ignore"):
-                ok = np.abs(o - r) <= tol[1] + tol[0] * np.abs(r)
-            ok |= (np.isnan(o) & np.isnan(r)) | ((o == r) & np.isinf(r))
-        else:
-            ok = out == ref
-        if ignore is not None:
-            ok |= ignore
-        return ~ok
+    def _f64(self, x):
+        return x.astype(self.np.float64)
 
-    def _new_nan(self, out, ref, ignore):
-        """Elements NaN in ``out`` and not in ``ref`` (e.g. left as the poison): never covered by an
-        allowance, which is for values a race changes, not for elements a candidate fails to write."""
-        np = self.np
-        if not self.is_floating(ref):
-            return np.zeros(out.shape, bool)
-        new = np.isnan(out) & ~np.isnan(ref)
-        return new & ~ignore if ignore is not None else new
+    def _count(self, mask) -> int:
+        return int(mask.sum())
+
+    def _first(self, mask) -> tuple:
+        return tuple(int(i) for i in self.np.argwhere(mask)[0])
+
+    def _quiet(self):
+        return self.np.errstate(invalid="ignore", over="ignore")
 
     # -- running
     def inputs_context(self):
@@ -265,7 +292,7 @@ class fake_tl:  # noqa: N801 - stands where a program writes `tl`
     constexpr = int
 
 
-class TorchDevice:
+class TorchDevice(_Comparison):
     """torch on CUDA device `device`."""
 
     name = "cuda"
@@ -362,45 +389,26 @@ class TorchDevice:
             self.torch.equal(self.torch.nan_to_num(a, nan=0.5), self.torch.nan_to_num(b, nan=0.5))
             and self.torch.equal(self.torch.isnan(a), self.torch.isnan(b))))
 
-    def compare(self, path: str, out, ref, tol, ignore=None, allow: int = 0) -> str | None:
-        if (m := _shape_mismatch(path, out, ref)) is not None:
-            return m
-        with self.torch.no_grad():
-            bad = self._bad(out, ref, tol, ignore)
-            n_bad = int(bad.sum().item())
-            if n_bad <= allow and not (allow and bool(self._new_nan(out, ref, ignore).any().item())):
-                return None
-            index = tuple(int(i) for i in bad.nonzero()[0].tolist())
-            return _describe_mismatch(path, n_bad, ref.numel(), index, out[index].item(), ref[index].item(),
-                                      tol, allow)
+    # _Comparison's primitives
+    @property
+    def _xp(self):
+        return self.torch
 
-    def mismatches(self, out, ref, tol, ignore=None) -> int | None:
-        """How many elements differ beyond ``tol`` (None: shape or dtype differ)."""
-        if _shape_mismatch("", out, ref) is not None:
-            return None
-        with self.torch.no_grad():
-            return int(self._bad(out, ref, tol, ignore).sum().item())
+    @property
+    def _bool(self):
+        return self.torch.bool
 
-    def _bad(self, out, ref, tol, ignore):
-        torch = self.torch
-        if self.is_floating(ref):
-            o, r = out.double(), ref.double()
-            ok = (o - r).abs() <= tol[1] + tol[0] * r.abs()
-            ok |= (torch.isnan(o) & torch.isnan(r)) | ((o == r) & torch.isinf(r))
-        else:
-            ok = out == ref
-        if ignore is not None:
-            ok |= ignore
-        return ~ok
+    def _f64(self, x):
+        return x.double()
 
-    def _new_nan(self, out, ref, ignore):
-        """Elements NaN in ``out`` and not in ``ref`` (e.g. left as the poison): never covered by an
-        allowance, which is for values a race changes, not for elements a candidate fails to write."""
-        torch = self.torch
-        if not self.is_floating(ref):
-            return torch.zeros(out.shape, dtype=torch.bool, device=out.device)
-        new = torch.isnan(out) & ~torch.isnan(ref)
-        return new & ~ignore if ignore is not None else new
+    def _count(self, mask) -> int:
+        return int(mask.sum().item())
+
+    def _first(self, mask) -> tuple:
+        return tuple(int(i) for i in mask.nonzero()[0].tolist())
+
+    def _quiet(self):
+        return self.torch.no_grad()
 
     # -- running
     def inputs_context(self):
