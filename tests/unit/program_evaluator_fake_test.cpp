@@ -6,6 +6,8 @@
 
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <string>
 
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
@@ -30,14 +32,27 @@ std::filesystem::path write_experiment(const test::temp_dir& tmp, const std::str
           "}}\nbatch_size: 2\noutput: " + (tmp.path() / "run").string() + "\n");
 }
 
-TEST(program_evaluator_fake, every_fault_is_a_trial_and_workers_come_back) {
-  std::string why;
-  const auto python = test::python_with("numpy", why);
-  if (!python) GTEST_SKIP() << why;
-  register_builtins();
+// Every test here runs real program workers under a Python with numpy (skipped, with the reason,
+// without one), in a folder of its own.
+class program_evaluator_fake : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    python_ = test::python_with("numpy", why);
+    if (!python_) GTEST_SKIP() << why;
+    register_builtins();
+  }
+  const std::string& python() const { return *python_; }
+
   test::temp_dir tmp;
+
+ private:
+  std::optional<std::string> python_;
+};
+
+TEST_F(program_evaluator_fake, every_fault_is_a_trial_and_workers_come_back) {
   const auto cfg = write_experiment(
-      tmp, *python,
+      tmp, python(),
       "  parameters:\n    - {name: MODE, values: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], knob: {literal: axpy}}\n"
       "    - {name: num_warps, values: [4], knob: {launch: axpy}}\n",
       ", devices: [0, 1], request_timeout_s: 3");
@@ -78,14 +93,9 @@ TEST(program_evaluator_fake, every_fault_is_a_trial_and_workers_come_back) {
   EXPECT_GE(restarts, 4) << ev.dump();
 }
 
-TEST(program_evaluator_fake, a_knob_that_does_not_apply_is_an_invalid_trial) {
-  std::string why;
-  const auto python = test::python_with("numpy", why);
-  if (!python) GTEST_SKIP() << why;
-  register_builtins();
-  test::temp_dir tmp;
+TEST_F(program_evaluator_fake, a_knob_that_does_not_apply_is_an_invalid_trial) {
   const auto cfg =
-      write_experiment(tmp, *python,
+      write_experiment(tmp, python(),
                        "  parameters:\n    - {name: BLOCK, values: [32, 64], knob: {launch: axpy}}\n"
                        "    - {name: WIDTH, values: [1], knob: {launch: 'axpy', target: NOT_A_CONSTEXPR}}\n",
                        ", devices: [0]");
@@ -99,13 +109,8 @@ TEST(program_evaluator_fake, a_knob_that_does_not_apply_is_an_invalid_trial) {
 
 // `python: python3` (the default) is a name looked up on PATH, as a shell would: the H200 image's python3
 // is not at a fixed path (the first GPU run failed with "cannot start python3").
-TEST(program_evaluator_fake, a_python_given_by_name_is_found_on_path) {
-  std::string why;
-  const auto python = test::python_with("numpy", why);
-  if (!python) GTEST_SKIP() << why;
-  register_builtins();
-  test::temp_dir tmp;
-  const std::filesystem::path exe(*python);
+TEST_F(program_evaluator_fake, a_python_given_by_name_is_found_on_path) {
+  const std::filesystem::path exe(python());
   const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
   ::setenv("PATH", (exe.parent_path().string() + ":" + old_path).c_str(), 1);
   const auto cfg = write_experiment(tmp, exe.filename().string(),
@@ -119,13 +124,8 @@ TEST(program_evaluator_fake, a_python_given_by_name_is_found_on_path) {
 
 // A compile limit the runner's kill would pre-empt is misuse, named by its key; by default the limit
 // stays below the request timeout (half of it here), so the fake test above gets its timeout trial.
-TEST(program_evaluator_fake, a_compile_limit_past_the_request_timeout_is_refused) {
-  std::string why;
-  const auto python = test::python_with("numpy", why);
-  if (!python) GTEST_SKIP() << why;
-  register_builtins();
-  test::temp_dir tmp;
-  const auto cfg = write_experiment(tmp, *python,
+TEST_F(program_evaluator_fake, a_compile_limit_past_the_request_timeout_is_refused) {
+  const auto cfg = write_experiment(tmp, python(),
                                     "  parameters:\n    - {name: MODE, values: [0], knob: {literal: axpy}}\n",
                                     ", devices: [0], request_timeout_s: 10, compile_timeout_s: 10");
   try {
@@ -139,15 +139,10 @@ TEST(program_evaluator_fake, a_compile_limit_past_the_request_timeout_is_refused
 
 // `adapter: FILE:FUNCTION` binds the callable: here it unpacks one tuple argument per call (how
 // TritonBench-G's harnesses call their operators). The faults still come back as their statuses.
-TEST(program_evaluator_fake, an_adapter_binds_the_callable) {
-  std::string why;
-  const auto python = test::python_with("numpy", why);
-  if (!python) GTEST_SKIP() << why;
-  register_builtins();
-  test::temp_dir tmp;
+TEST_F(program_evaluator_fake, an_adapter_binds_the_callable) {
   const auto programs = test::source_dir() / "tests/python/programs";
   const auto cfg = write_experiment(
-      tmp, *python,
+      tmp, python(),
       "  adapter: " + (programs / "fake_inputs.py").string() +
           ":bind_packed\n  parameters:\n    - {name: MODE, values: [0, 1], knob: {literal: axpy}}\n",
       ", devices: [0]", "axpy_packed_shapes");
@@ -161,14 +156,9 @@ TEST(program_evaluator_fake, an_adapter_binds_the_callable) {
 
 // An original that does not reproduce itself (fake_ops.py's `noisy`) fails every variant the same way:
 // the run records the trials that came back and stops with the reason, instead of spending its budget.
-TEST(program_evaluator_fake, a_failed_original_stops_the_run_with_its_reason) {
-  std::string why;
-  const auto python = test::python_with("numpy", why);
-  if (!python) GTEST_SKIP() << why;
-  register_builtins();
-  test::temp_dir tmp;
+TEST_F(program_evaluator_fake, a_failed_original_stops_the_run_with_its_reason) {
   const auto first = write_experiment(
-      tmp, *python,
+      tmp, python(),
       "  parameters:\n    - {name: num_warps, values: [1, 2, 4, 8, 16], knob: {launch: axpy}}\n",
       ", devices: [0]");
   std::ifstream in(first);
