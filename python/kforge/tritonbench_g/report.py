@@ -47,8 +47,7 @@ PROG = "python -m kforge.tritonbench_g.report"
 DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tritonbench-g"
 DEFAULT_OUT = Path("docs/results/tritonbench-g.md")
 
-METHODS = ("kforge", "random")
-SEARCHES = ("kforge", "random")           # methods whose trials are stored as runs/<op>/<method>.jsonl
+METHODS = ("kforge", "random")            # the searches; trials in runs/<op>/<method>.jsonl
 SUCCESS_SPEEDUP = 1.05                    # a success: correct and at least this speed-up
 # Why-not-improved thresholds.
 AT_BOUND_GBPS = 0.80                      # the original reaches this fraction of the measured copy bandwidth
@@ -189,12 +188,11 @@ class Final:
     cupti: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     # Triton's autotuner in the original (final.json's ``autotune``, measured since 2026-12-06): the
     # seconds of the original's first call on every size (its autotuner benchmarking its list, with the
-    # compiles), and per autotuned kernel the configurations it chose; None where not recorded.
+    # compiles); None where not recorded. (Its choices per kernel, ``autotune.kernels``, are for reading.)
     autotune_first_calls_s: float | None = None
     # elements the original changed between its own calls in the final checks (final.json's
     # ``original.unstable_elements``, since 2026-12-06); None where not recorded
     original_unstable_elements: float | None = None
-    autotune_kernels: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def cupti_metric(self, program: str, metric: str) -> float | None:
         v = self.cupti.get(program, {}).get(metric)
@@ -262,7 +260,6 @@ def parse_final(data: Any, path: Path) -> Final:
     return Final(ops_at_once=ops_at_once, workers_per_device=workers, gpu=gpu, cupti=cupti_programs,
                  autotune_first_calls_s=_optional_number(autotune.get("first_calls_s"), path,
                                                          "autotune.first_calls_s"),
-                 autotune_kernels=autotune.get("kernels", {}),
                  original_unstable_elements=_optional_number(original.get("unstable_elements"), path,
                                                              "original.unstable_elements"),
                  sizes=[str(s) for s in data["sizes"]],
@@ -381,7 +378,7 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             category=str(record.get("category", "")) if record else "not_tried",
             reason=str(record.get("reason", "")) if record else "",
             harness_sizes=record.get("sizes") if record and isinstance(record.get("sizes"), int) else None,
-            trials={m: read_trials(run_dir, m) for m in SEARCHES},
+            trials={m: read_trials(run_dir, m) for m in METHODS},
             final=parse_final(read_json(final_path), final_path) if final_path.exists() else None,
             autotuned=has_autotune(kernels, op)))
     unknown = sorted((set(runnable) | run_names) - set(lengths))
@@ -531,7 +528,7 @@ class Headline:
     total_gpu_s: float | None
 
 
-def population(operators: list[Operator], method: str) -> list[Operator]:
+def population(operators: list[Operator]) -> list[Operator]:
     """The operators a method is judged on: runnable and searched by kforge."""
     return [o for o in operators if o.runnable and o.searched]
 
@@ -542,7 +539,7 @@ def geometric_mean(values: list[float]) -> float | None:
 
 def headline(operators: list[Operator], method: str) -> Headline:
     """``method``'s headline numbers over ``operators`` (all of the data, or one length bucket)."""
-    judged = population(operators, method)
+    judged = population(operators)
     outcomes = [outcome(o, method) for o in judged]
     wins = [x.speedup for x in outcomes if x.success]
     gpu = [x.search_gpu_s for x in outcomes if x.search_gpu_s is not None]
@@ -555,11 +552,6 @@ def headline(operators: list[Operator], method: str) -> Headline:
         geomean=geometric_mean(counted), best=max(counted) if counted else None,
         median_gpu_s=statistics.median(gpu) if gpu else None,
         total_gpu_s=sum(gpu) if gpu else None)
-
-
-def methods_present(operators: list[Operator]) -> list[str]:
-    """The searches of the campaign, kforge and random."""
-    return list(METHODS)
 
 
 def autotune_row(operators: list[Operator]) -> Headline | None:
@@ -578,7 +570,7 @@ AUTOTUNE_ROW = "kforge vs Triton's autotuner (@triton.autotune originals)"
 
 def autotune_lines(operators: list[Operator]) -> list[str]:
     """What the autotuner itself cost, where final.json recorded it."""
-    judged = [o for o in population(operators, "kforge") if o.autotuned]
+    judged = [o for o in population(operators) if o.autotuned]
     if not judged:
         return []
     seconds = [o.final.autotune_first_calls_s for o in judged if o.final and o.final.autotune_first_calls_s is not None]
@@ -780,7 +772,7 @@ def unstable_lines(searched: list[Operator]) -> list[str]:
     """The operators whose original differs from itself in a few elements and was checked with an
     allowance (kforge.triton.program_worker.UNSTABLE_SHARE): a success there is correct as far as the
     original is."""
-    found = [(o.op, unstable_elements(o)) for o in searched if unstable_elements(o)]
+    found = [(o.op, n) for o in searched if (n := unstable_elements(o))]
     if not found:
         return []
     parts = ", ".join(f"{op} ({n} elements)" for op, n in found)
@@ -806,7 +798,6 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
     """The whole report as Markdown text."""
     runnable = [o for o in operators if o.runnable]
     searched = [o for o in runnable if o.searched]
-    methods = methods_present(operators)
     lines = ["# TritonBench-G: kforge against the original kernels", "",
              f"Generated by `{command}` from the campaign folder `{campaign}`; do not edit by hand.", ""]
     if len(searched) < len(runnable):
@@ -819,7 +810,7 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
                   f"{len(operators) - tried} count as not tried (not runnable).", ""]
     lines += ["## Headline", ""]
     versus = autotune_row(operators)
-    lines += markdown_table(HEADLINE_HEADER, [headline_cells(headline(operators, m)) for m in methods] +
+    lines += markdown_table(HEADLINE_HEADER, [headline_cells(headline(operators, m)) for m in METHODS] +
                             ([headline_cells(versus)] if versus else []) + [tritonforge_cells()])
     lines += ["", "TritonForge's row is copied from its paper (an H100, LLM rounds of about 22 minutes per "
               "operator), not measured here; compare the shapes of the numbers, not the digits.", ""]
@@ -835,7 +826,7 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
     rows = []
     for bucket in BUCKETS:
         members = [o for o in operators if o.bucket == bucket]
-        for m in methods:
+        for m in METHODS:
             rows.append([f"{bucket} ({BUCKET_RANGES[bucket]})"] + headline_cells(headline(members, m)))
     lines += markdown_table(("length",) + HEADLINE_HEADER, rows)
     lines += ["", "## Why not improved", ""] + why_lines(operators)
@@ -905,7 +896,7 @@ def plain_log_ticks(axis, unit: str = "", minor: bool = True) -> None:
 def correct_speedups(operators: list[Operator], method: str) -> list[tuple[float, float | None]]:
     """(speed-up, search GPU s) of the method's correct candidates on the judged operators, unfloored."""
     out = []
-    for o in population(operators, method):
+    for o in population(operators):
         x = outcome(o, method)
         if x.speedup is not None:
             out.append((x.speedup, x.search_gpu_s))
@@ -916,7 +907,7 @@ def plot_speedups(operators: list[Operator], path: Path) -> None:
     """Histogram of the correct candidates' speed-ups per method, log-spaced bins, log x."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    series = {m: [s for s, _ in correct_speedups(operators, m)] for m in methods_present(operators)}
+    series = {m: [s for s, _ in correct_speedups(operators, m)] for m in METHODS}
     values = [v for vs in series.values() for v in vs]
     lo, hi = min(values + [0.5]), max(values + [2.0])
     bins = [lo * (hi / lo) ** (i / 30) for i in range(31)]
@@ -944,7 +935,7 @@ def plot_speedup_vs_gpu_s(operators: list[Operator], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     markers = {"kforge": "o", "random": "x"}
     plotted = 0
-    for method in methods_present(operators):
+    for method in METHODS:
         points = [(g, s) for s, g in correct_speedups(operators, method) if g is not None and g > 0]
         if points:
             ax.scatter([g for g, _ in points], [s for _, s in points], marker=markers[method], s=18,
