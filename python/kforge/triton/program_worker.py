@@ -257,21 +257,28 @@ def value_tolerance(ref, device, tolerances: dict) -> tuple[float, float]:
     return tolerances.get(device.dtype_name(ref), (0.0, 0.0)) if device.is_floating(ref) else (0.0, 0.0)
 
 
+def paired_tensors(first: Any, second: Any, device, path: str = "returned"):
+    """``(path, a, b)`` for each tensor ``a`` of ``first`` that has a tensor ``b`` at the same place in
+    ``second`` (through tuples, lists and dicts of like structure; paths as compare_values names them)."""
+    if device.is_tensor(first) and device.is_tensor(second):
+        yield path, first, second
+    elif isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second):
+        for i, (a, b) in enumerate(zip(first, second)):
+            yield from paired_tensors(a, b, device, f"{path}[{i}]")
+    elif isinstance(first, dict) and isinstance(second, dict) and set(first) == set(second):
+        for k in first:
+            yield from paired_tensors(first[k], second[k], device, f"{path}[{k!r}]")
+
+
 def mismatch_counts(out: Any, ref: Any, device, tolerances: dict, ignore: dict | None = None,
                     path: str = "returned") -> dict:
     """``{path: (elements that differ, elements)}`` for each tensor of ``ref`` with a like tensor in
     ``out`` (paths as compare_values names them); other leaves are left to compare_values."""
     counts = {}
-    if device.is_tensor(ref) and device.is_tensor(out):
-        n = device.mismatches(out, ref, value_tolerance(ref, device, tolerances), (ignore or {}).get(path))
+    for p, o, r in paired_tensors(out, ref, device, path):
+        n = device.mismatches(o, r, value_tolerance(r, device, tolerances), (ignore or {}).get(p))
         if n is not None:
-            counts[path] = (n, math.prod(device.shape_of(ref)))
-    elif isinstance(ref, (tuple, list)) and isinstance(out, (tuple, list)) and len(out) == len(ref):
-        for i, (o, r) in enumerate(zip(out, ref)):
-            counts.update(mismatch_counts(o, r, device, tolerances, ignore, f"{path}[{i}]"))
-    elif isinstance(ref, dict) and isinstance(out, dict) and set(out) == set(ref):
-        for k in ref:
-            counts.update(mismatch_counts(out[k], ref[k], device, tolerances, ignore, f"{path}[{k!r}]"))
+            counts[p] = (n, math.prod(device.shape_of(r)))
     return counts
 
 
@@ -281,16 +288,10 @@ def unwritten_masks(first: Any, second: Any, device, path: str = "returned") -> 
     allocator's blocks poisoned with pattern 0 and pattern 1; an element that reads back as each pattern
     was never written (a deterministic written element cannot be both)."""
     masks = {}
-    if device.is_tensor(first) and device.is_tensor(second):
-        mask = device.unwritten(first, second)
+    for p, a, b in paired_tensors(first, second, device, path):
+        mask = device.unwritten(a, b)
         if mask is not None:
-            masks[path] = mask
-    elif isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second):
-        for i, (a, b) in enumerate(zip(first, second)):
-            masks.update(unwritten_masks(a, b, device, f"{path}[{i}]"))
-    elif isinstance(first, dict) and isinstance(second, dict) and set(first) == set(second):
-        for k in first:
-            masks.update(unwritten_masks(first[k], second[k], device, f"{path}[{k!r}]"))
+            masks[p] = mask
     return masks
 
 
@@ -660,12 +661,24 @@ class Worker:
             # Exact for an original that reproduces itself; for one with a race, within its tolerances and
             # allowance (a read of the poison still shows: a new NaN is never allowed).
             tol = tolerances if shape.allow else {}
-            same = compare_values(r2, shape.ref_result, dev, tol, ignore=shape.unwritten,
-                                  allow=shape.allow) is None and all(
-                dev.compare(p, t, shape.ref_args[p], value_tolerance(t, dev, tol), None,
-                            shape.allow.get(f"args[{p!r}]", 0)) is None for p, t in self._arg_tensors(a2, k2))
-            if same:
+            if self._first_difference(shape, (r2, a2, k2), tol, shape.allow)[0] is None:
                 shape.write_only.add(path)
+
+    def _first_difference(self, shape: Shape, call: tuple, tolerances: dict, allow: dict) -> tuple:
+        """(what differs, the argument's path or None) between a call's (result, args, kwargs) and the
+        reference's result and arguments, or (None, None): every returned tensor outside the unwritten
+        elements, then every tensor argument, each within its tolerance and ``allow``."""
+        dev = self.device
+        result, args, kwargs = call
+        message = compare_values(result, shape.ref_result, dev, tolerances, ignore=shape.unwritten, allow=allow)
+        if message is not None:
+            return message, None
+        for path, t in self._arg_tensors(args, kwargs):
+            message = dev.compare(path, t, shape.ref_args[path], value_tolerance(t, dev, tolerances), None,
+                                  allow.get(f"args[{path!r}]", 0))
+            if message is not None:
+                return message, path
+        return None, None
 
     def _measure_instability(self, shape: Shape, tolerances: dict, calls: list) -> None:
         """Sets ``shape.allow`` from the original's further ``calls`` ((result, args, kwargs) on the same
@@ -681,12 +694,8 @@ class Worker:
                 worst[path] = (max(n, worst.get(path, (0, 0))[0]), total)
         # A value over the share gets no allowance, so its comparison below fails and names it.
         allow = {p: 2 * n for p, (n, total) in worst.items() if n <= UNSTABLE_SHARE * total}
-        for result, args, kwargs in calls:
-            unstable = compare_values(result, shape.ref_result, dev, tolerances, ignore=shape.unwritten,
-                                      allow=allow) or next(
-                (m for p, t in self._arg_tensors(args, kwargs) if (m := dev.compare(
-                    p, t, shape.ref_args[p], value_tolerance(t, dev, tolerances), None,
-                    allow.get(f"args[{p!r}]", 0))) is not None), None)
+        for call in calls:
+            unstable, _ = self._first_difference(shape, call, tolerances, allow)
             if unstable is not None:
                 raise VariantFailure("launch_failed", "the original program is not reproducible: two calls on "
                                      f"the same inputs differ ({unstable}), beyond what a race may change (up to "
@@ -751,14 +760,9 @@ class Worker:
         result = self._seeded_call(wrapper, args, kwargs)
         dev.synchronize()
         tag = f"shape {index}: "
-        message = compare_values(result, shape.ref_result, dev, tolerances, ignore=shape.unwritten, allow=shape.allow)
-        if message is None:
-            for path, t in self._arg_tensors(args, kwargs):
-                if (message := dev.compare(path, t, shape.ref_args[path], value_tolerance(t, dev, tolerances), None,
-                                           shape.allow.get(f"args[{path!r}]", 0))) is not None:
-                    if path not in shape.written:
-                        message += " (an argument the original program does not write)"
-                    break
+        message, argument = self._first_difference(shape, (result, args, kwargs), tolerances, shape.allow)
+        if argument is not None and argument not in shape.written:
+            message += " (an argument the original program does not write)"
         if message is not None:
             raise VariantFailure("wrong_result", tag + message)
 
