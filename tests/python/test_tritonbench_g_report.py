@@ -324,6 +324,22 @@ def test_searches_that_shared_the_gpu_are_said(campaign, tmp_path):
     assert run_main(campaign, tmp_path / "r2.md") == 2
 
 
+def test_arms_run_at_the_same_time_are_said(campaign, tmp_path):
+    out = tmp_path / "r.md"
+    assert run_main(campaign, out) == 0
+    assert "Arms at once" not in out.read_text()   # no final.json says arms_together: one after the other
+    path = campaign[0] / "runs" / "op_win" / "final.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "arms_together": True}))
+    assert run_main(campaign, out) == 0
+    text = out.read_text()
+    assert "GPU sharing" not in text
+    assert "Arms at once: 1 operator had the kforge and the random search run at the same time" in text
+    assert "5 one after the other." in text
+    path.write_text(json.dumps({**data, "arms_together": 1}))
+    assert run_main(campaign, tmp_path / "r2.md") == 2
+
+
 def test_worker_counts_are_said_when_the_campaign_mixes_them(campaign, tmp_path):
     out = tmp_path / "r.md"
     assert run_main(campaign, out) == 0

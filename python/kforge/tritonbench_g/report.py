@@ -179,6 +179,9 @@ class Final:
     peak_gbps: float | None
     peak_tflops: float | None
     ops_at_once: int = 1    # how many operators' searches shared the GPU (timing exclusive by its lock)
+    # whether the operator's kforge and random searches ran at the same time (final.json's
+    # ``arms_together``, since 2026-12-07; before, one after the other)
+    arms_together: bool = False
     # worker processes of each search on the GPU (final.json's ``workers_per_device``; the campaign's
     # first chunks, whose final.json lacks it, ran 2)
     workers_per_device: int = 2
@@ -245,6 +248,9 @@ def parse_final(data: Any, path: Path) -> Final:
         raise ReportError(f"{path}: 'gpu' must be a string (the card's name)")
     if isinstance(ops_at_once, bool) or not isinstance(ops_at_once, int) or ops_at_once < 1:
         raise ReportError(f"{path}: 'ops_at_once' must be a positive integer")
+    arms_together = data.get("arms_together", False)
+    if not isinstance(arms_together, bool):
+        raise ReportError(f"{path}: 'arms_together' must be true or false")
     workers = data.get("workers_per_device", 2)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ReportError(f"{path}: 'workers_per_device' must be a positive integer")
@@ -257,7 +263,7 @@ def parse_final(data: Any, path: Path) -> Final:
     autotune = {} if autotune is None else autotune
     if not isinstance(autotune, dict) or not isinstance(autotune.get("kernels", {}), dict):
         raise ReportError(f"{path}: 'autotune' must be an object with 'kernels' (an object)")
-    return Final(ops_at_once=ops_at_once, workers_per_device=workers, gpu=gpu, cupti=cupti_programs,
+    return Final(ops_at_once=ops_at_once, arms_together=arms_together, workers_per_device=workers, gpu=gpu, cupti=cupti_programs,
                  autotune_first_calls_s=_optional_number(autotune.get("first_calls_s"), path,
                                                          "autotune.first_calls_s"),
                  original_unstable_elements=_optional_number(original.get("unstable_elements"), path,
@@ -731,16 +737,22 @@ def regenerate_command(campaign: str, data: str, out: str) -> str:
 
 
 def sharing_lines(searched: list[Operator]) -> list[str]:
-    """How many operators were searched while others shared the GPU (their GPU s is wall time on a shared
-    GPU: compiles overlapped, timing held the GPU alone)."""
-    counts: dict[int, int] = {}
-    for o in searched:
-        if o.final:
-            counts[o.final.ops_at_once] = counts.get(o.final.ops_at_once, 0) + 1
-    if not any(k > 1 for k in counts):
+    """How many operators were searched while others shared the GPU, and how many had their kforge and
+    random searches at the same time (their GPU s is wall time on a shared GPU: compiles overlapped,
+    timing held the GPU alone)."""
+    counts = collections.Counter(o.final.ops_at_once for o in searched if o.final)
+    together = sum(1 for o in searched if o.final and o.final.arms_together)
+    lines = []
+    if any(k > 1 for k in counts):
+        parts = ", ".join(f"{n} operator{'s' if n != 1 else ''} {k} at a time" for k, n in sorted(counts.items()))
+        lines.append(f"GPU sharing: {parts}.")
+    if together:
+        lines.append(f"Arms at once: {together} operator{'s' if together != 1 else ''} had the kforge and the "
+                     "random search run at the same time (each with its own workers and the same wall budget), "
+                     f"{sum(counts.values()) - together} one after the other.")
+    if not lines:
         return []
-    parts = ", ".join(f"{n} operator{'s' if n != 1 else ''} {k} at a time" for k, n in sorted(counts.items()))
-    return [f"GPU sharing: {parts}. Searches sharing the GPU compiled in parallel and took its lock to "
+    return [" ".join(lines) + " Searches sharing the GPU compiled in parallel and took its lock to "
             "check and, alone, to time; their GPU s is the wall time of each search (the budget), part "
             "of it spent waiting for the lock.", ""]
 
