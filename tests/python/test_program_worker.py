@@ -314,6 +314,23 @@ def test_an_original_with_a_small_race_serves_with_an_allowance(tmp_path):
     assert left["status"] == "wrong_result" and "nan" in left["error"]
 
 
+def test_a_race_seen_at_one_size_is_allowed_for_at_every_size(tmp_path):
+    # The original races on its 1000 elements (two elements differ between its calls: 0.2%) and its two
+    # calls on 500 agree; the allowance at 500 is twice that share of its elements (2), not zero.
+    worker = pw.Worker(program_devices.FakeDevice(0), str(tmp_path))
+
+    def candidate(quiet_below, race=1):
+        return request(call="racy_large", inputs="wide_shapes",
+                       knobs=[{"kind": "literal", "site": "racy_large", "target": "QUIET_BELOW", "value": quiet_below},
+                              {"kind": "literal", "site": "racy_large", "target": "RACE", "value": race}])
+    assert worker.evaluate(candidate(1000))["status"] == "ok"  # the original's configuration
+    assert [s.allow for s in worker.shapes] == [{"returned": 2}, {"returned": 4}]
+    assert [s.unstable["returned"] for s in worker.shapes] == [(0, 500), (2, 1000)]
+    assert worker.evaluate(candidate(0))["status"] == "ok"  # one element off at 500: the race, allowed
+    wrong = worker.evaluate(candidate(0, race=3))  # three off at 500: beyond twice the share
+    assert wrong["status"] == "wrong_result" and "2 allowed" in wrong["error"], wrong["error"]
+
+
 def test_an_original_unstable_in_more_than_one_percent_is_not_reproducible(tmp_path):
     worker = pw.Worker(program_devices.FakeDevice(0), str(tmp_path))
     out = worker.evaluate(request(call="racy", inputs="axpy_shapes"))  # one element of 7: 14%

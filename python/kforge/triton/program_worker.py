@@ -111,7 +111,8 @@ DEFAULT_TIMING = {"warmup": 3, "min_repeats": 15, "max_repeats": 200, "target_re
 DEFAULT_TOLERANCES = {"f32": (1e-5, 1e-6), "f64": (1e-12, 1e-14), "f16": (1e-2, 1e-3), "bf16": (2e-2, 1e-2)}
 # The largest share of a value's elements the original may change from call to call on the same inputs
 # (a race in the original) and still serve as the reference: candidates may then differ from it in twice
-# as many elements as its own calls did (Worker._measure_instability). Measured on TritonBench-G's
+# as many elements as its own calls did, and at every size at least twice the largest share of the value
+# any size's calls changed (Worker._measure_instability, _pool_instability). Measured on TritonBench-G's
 # originals that differ from themselves: 0.001-0.6% of their elements (docs/tritonbench-g.md).
 UNSTABLE_SHARE = 0.01
 KNOB_KINDS = ("literal", "launch", "heuristic", "autotune")
@@ -488,6 +489,7 @@ class Shape:
         self.result_blocks: list = []   # (shape, dtype) of the reference's returned tensors
         self.unwritten: dict = {}       # returned tensor's path -> mask of elements the original never writes
         self.allow: dict = {}           # value's path -> elements that may differ (the original's own instability)
+        self.unstable: dict = {}        # value's path -> (elements the original's own calls changed, elements)
         self.input_dtypes: set = set()  # of the floating-point tensor arguments (call_tolerances)
         self.ref_ms = math.nan
 
@@ -598,8 +600,26 @@ class Worker:
                 fatal = _is_device_error(e) or not self.device.healthy()
                 raise VariantFailure("crashed" if fatal else "launch_failed",
                                      f"the original program fails on shape {i}:\n" + _failure_text(e), fatal)
+        self._pool_instability()
         self.reference_key = rkey
         self.setup_account["setup.reference_s"] = time.perf_counter() - t1
+
+    def _pool_instability(self) -> None:
+        """A race is the original's, not one size's: two further calls at one size may happen to agree
+        where the race is there all the same (TritonBench-G's apply_penalty on an H100: a size whose two
+        calls agreed, its best candidate then 1 of 3,906,816 elements off there; attention_fwd_triton2:
+        384 elements at its smallest size in one measurement, none in the next). So, once any size shows
+        a value unstable, that value gets at every size at least twice the largest share of its elements
+        any size's calls changed (each within UNSTABLE_SHARE, or the setup has already failed)."""
+        share: dict = {}
+        for shape in self.shapes:
+            for path, (n, total) in shape.unstable.items():
+                if n and total:
+                    share[path] = max(share.get(path, 0.0), n / total)
+        for shape in self.shapes:
+            for path, (_, total) in shape.unstable.items():
+                if path in share:
+                    shape.allow[path] = max(shape.allow.get(path, 0), math.ceil(2 * share[path] * total))
 
     def _warm_profiler(self) -> None:
         """The profiler's one-time start (CUPTI and Kineto: about 4 s on the H200) outside the GPU's exclusive
@@ -648,7 +668,8 @@ class Worker:
         # original (TritonBench-G's apply_penalty with repeated token ids; attention kernels whose
         # programs overlap) makes a few elements differ call to call: up to UNSTABLE_SHARE of a value's
         # elements, a candidate may differ from the reference in twice as many elements as the original's
-        # own calls did (shape.allow); beyond that the original is not reproducible.
+        # own calls did (shape.allow; widened across sizes by _pool_instability once every size is set up);
+        # beyond that the original is not reproducible.
         self._measure_instability(shape, tolerances, [(again, a1, k1), (third, a3, k3)])
         # A written argument is write-only when poisoning it first changes nothing the program produces.
         for path in sorted(shape.written):
@@ -702,6 +723,7 @@ class Worker:
                                      f"{UNSTABLE_SHARE:.0%} of a value's elements); candidates cannot be checked "
                                      "against it")
         shape.allow = {p: n for p, n in allow.items() if n}
+        shape.unstable = dict(worst)
         unstable_elements = sum(n for n, _ in worst.values())
         if unstable_elements:
             key = "setup.original_unstable_elements"

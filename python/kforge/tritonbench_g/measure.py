@@ -270,8 +270,8 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                          "timer": "triton.testing.do_bench, median, L2 flushed", "seconds": round(time.perf_counter() - t0, 1)},
             "original": {"ms": original, "errors": errors["original"],
                          # elements the original changed between its own calls (a race), as the checks
-                         # above measured them on every size; candidates were allowed twice as many
-                         "unstable_elements": sum(n // 2 for s in worker.shapes for n in s.allow.values()),
+                         # above measured them on every size (candidates' allowance: Worker._pool_instability)
+                         "unstable_elements": sum(n for s in worker.shapes for n, _ in s.unstable.values()),
                          "gbps": [rate(h.perf.get_gbps, x, ms) for x, ms in zip(inputs, original)],
                          "tflops": [rate(h.perf.get_tflops, x, ms) for x, ms in zip(inputs, original)]},
             "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}, "cupti": cupti,

@@ -109,3 +109,16 @@ def racy(x, y, alpha):
     for i in range(RACE):
         out[(racy.calls * 7 + i) % x.size] += np.float32(1 + racy.calls)
     return out
+
+
+def racy_large(x, y, alpha):
+    """An original whose race shows on the larger size only (as apply_penalty's did on an H100: some sizes'
+    further calls agree): each call changes RACE elements where x has at least QUIET_BELOW of them."""
+    racy_large.calls = getattr(racy_large, "calls", 0) + 1
+    out = alpha * x + y
+    QUIET_BELOW = 1000
+    RACE = 1
+    if x.size >= QUIET_BELOW:
+        for i in range(RACE):
+            out[(racy_large.calls * 7 + i) % x.size] += np.float32(1 + racy_large.calls)
+    return out
