@@ -312,6 +312,7 @@ def test_an_original_with_a_small_race_serves_with_an_allowance(tmp_path):
     left = worker.evaluate(request(call="racy", inputs="wide_shapes",
                                    knobs=[{"kind": "literal", "site": "racy", "target": "LEFT", "value": 2}]))
     assert left["status"] == "wrong_result" and "nan" in left["error"]
+    assert "2 of them NaN where the reference has a number, which no allowance covers" in left["error"], left["error"]
 
 
 def test_a_race_seen_at_one_size_is_allowed_for_at_every_size(tmp_path):

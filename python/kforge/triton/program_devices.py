@@ -67,11 +67,15 @@ class _Comparison:
         with self._quiet():
             bad = self._bad(out, ref, tol, ignore)
             n_bad = self._count(bad)
-            if n_bad <= allow and not (allow and self._count(self._new_nan(out, ref, ignore))):
+            new_nan = self._new_nan(out, ref, ignore) if allow and n_bad <= allow else None
+            n_nan = self._count(new_nan) if new_nan is not None else 0
+            if n_bad <= allow and not n_nan:
                 return None
-            index = self._first(bad)
+            # Within the count but with a new NaN: say so (the first difference may be a raced value).
+            index = self._first(new_nan if n_nan else bad)
+            why = f"; {n_nan} of them NaN where the reference has a number, which no allowance covers" if n_nan else ""
             return _describe_mismatch(path, n_bad, math.prod(self.shape_of(ref)), index, out[index].item(),
-                                      ref[index].item(), tol, allow)
+                                      ref[index].item(), tol, allow) + why
 
     def mismatches(self, out, ref, tol, ignore=None) -> int | None:
         """How many elements differ beyond ``tol`` (None: shape or dtype differ)."""
