@@ -185,6 +185,18 @@ def test_knobs_as_parameters():
     assert by_name["MODE"]["knob"] == {"literal": "axpy:44"} and by_name["MODE"]["default"] == 0
 
 
+def test_a_heuristic_flag_stating_a_fact_about_the_arguments_is_no_parameter():
+    src = ("import triton\nimport triton.language as tl\n\n@triton.heuristics({\n"
+           "    \"EVEN_K\": lambda args: args[\"K\"] % args[\"BLOCK_K\"] == 0,\n"
+           "    \"FAST\": lambda args: True == True,\n})\n"
+           "@triton.jit\ndef k(x, K, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, FAST: tl.constexpr):\n    pass\n\n"
+           "def w(x):\n    k[(1,)](x, 8, BLOCK_K=64)\n")
+    knobs = {k["name"]: k for k in pw.source_ops.find_knobs(src)}
+    assert knobs["EVEN_K"]["argument_fact"] and not knobs["FAST"]["argument_fact"]
+    names = [p["name"] for p in pw.knobs_as_parameters(src)]
+    assert "EVEN_K" not in names and "FAST" in names and "BLOCK_K" in names
+
+
 def test_protocol_over_pipes(tmp_path):
     lines = [{"op": "hello"}, request(0), request(1), {"op": "frobnicate", "id": 9}, request(5), request(0)]
     p = subprocess.run([sys.executable, str(WORKER), "--fake", "--cache", str(tmp_path)],

@@ -967,10 +967,13 @@ def serve(worker: Worker, lines, out) -> int:
 
 
 def knobs_as_parameters(source: str) -> list[dict]:
-    """find_knobs' knobs as a problem's parameters (one per knob that can be tuned)."""
+    """find_knobs' knobs as a problem's parameters (one per knob that can be tuned). A heuristic's flag that
+    states a fact about the call's arguments (``IS_EVEN_M``: ``args["N_CTX"] % args["BLOCK_M"] == 0``) is
+    not one: pinned to the fact it is what the heuristic gives, against it slower (False) or wrong
+    (True); TritonBench-G's attention_score spent its searches on such pins (2026-12-07)."""
     params, seen = [], set()
     for k in source_ops.find_knobs(source):
-        if k.get("error") or not k["suggested"] or k["name"] is None:
+        if k.get("error") or not k["suggested"] or k["name"] is None or k.get("argument_fact"):
             continue
         if k["kind"] in ("autotune", "heuristic"):
             knob = {k["kind"]: k["kernel"]}

@@ -596,6 +596,10 @@ def _heuristic_knobs(module: Module, kernel: Kernel) -> list[dict]:
         knob = _knob("heuristic", kernel.site, kernel.name, key.value, None)
         knob["expression"] = module.segment(value)
         knob["suggested"] = [False, True] if boolean else []
+        # A flag computed from the call's arguments (``lambda args: args["N"] % args["BLOCK"] == 0``)
+        # states a fact about them: pinned, it is what the heuristic gives, slower, or wrong.
+        knob["argument_fact"] = boolean and isinstance(value, ast.Lambda) and bool(
+            {a.arg for a in value.args.args} & {n.id for n in ast.walk(body) if isinstance(n, ast.Name)})
         knobs.append(knob)
     return knobs
 
