@@ -311,45 +311,37 @@ def test_partial_campaign_is_said_at_the_top(campaign, tmp_path):
     assert "autotune" not in text.split("## Headline")[1].split("TritonForge")[0]
 
 
-def test_searches_that_shared_the_gpu_are_said(campaign, tmp_path):
-    out = tmp_path / "r.md"
-    assert run_main(campaign, out) == 0
-    assert "GPU sharing" not in out.read_text()   # every final.json without ops_at_once: one at a time
-    path = campaign[0] / "runs" / "op_win" / "final.json"
-    data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "ops_at_once": 3}))
-    assert run_main(campaign, out) == 0
-    assert "GPU sharing: 5 operators 1 at a time, 1 operator 3 at a time." in out.read_text()
-    path.write_text(json.dumps({**data, "ops_at_once": 0}))
-    assert run_main(campaign, tmp_path / "r2.md") == 2
+# A final.json field the report says only where the campaign's operators differ in it: absent (every
+# final.json at its default), said once one operator's final.json sets it, refused when ill-typed.
+CAMPAIGN_FIELDS = [
+    # GPU sharing: every final.json without ops_at_once ran one at a time
+    ("ops_at_once", 3, 0, "GPU sharing",
+     ["GPU sharing: 5 operators 1 at a time, 1 operator 3 at a time."], []),
+    # arms at once: no final.json says arms_together, so one after the other
+    ("arms_together", True, 1, "Arms at once",
+     ["Arms at once: 1 operator had the kforge and the random search run at the same time", "5 one after the other."],
+     ["GPU sharing"]),
+    # workers: no final.json names them, so all ran 2
+    ("workers_per_device", 6, True, "Workers per search",
+     ["Workers per search: 5 operators with 2, 1 operator with 6"], []),
+]
 
 
-def test_arms_run_at_the_same_time_are_said(campaign, tmp_path):
+@pytest.mark.parametrize("field, value, bad, marker, said, unsaid", CAMPAIGN_FIELDS,
+                         ids=[f[0] for f in CAMPAIGN_FIELDS])
+def test_how_the_searches_ran_is_said_where_the_campaign_differs(campaign, tmp_path, field, value, bad, marker,
+                                                                 said, unsaid):
     out = tmp_path / "r.md"
     assert run_main(campaign, out) == 0
-    assert "Arms at once" not in out.read_text()   # no final.json says arms_together: one after the other
+    assert marker not in out.read_text()
     path = campaign[0] / "runs" / "op_win" / "final.json"
     data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "arms_together": True}))
+    path.write_text(json.dumps({**data, field: value}))
     assert run_main(campaign, out) == 0
     text = out.read_text()
-    assert "GPU sharing" not in text
-    assert "Arms at once: 1 operator had the kforge and the random search run at the same time" in text
-    assert "5 one after the other." in text
-    path.write_text(json.dumps({**data, "arms_together": 1}))
-    assert run_main(campaign, tmp_path / "r2.md") == 2
-
-
-def test_worker_counts_are_said_when_the_campaign_mixes_them(campaign, tmp_path):
-    out = tmp_path / "r.md"
-    assert run_main(campaign, out) == 0
-    assert "Workers per search" not in out.read_text()  # no final.json names them: all ran 2
-    path = campaign[0] / "runs" / "op_win" / "final.json"
-    data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "workers_per_device": 6}))
-    assert run_main(campaign, out) == 0
-    assert "Workers per search: 5 operators with 2, 1 operator with 6" in out.read_text()
-    path.write_text(json.dumps({**data, "workers_per_device": True}))
+    assert all(x in text for x in said), text
+    assert not any(x in text for x in unsaid)
+    path.write_text(json.dumps({**data, field: bad}))
     assert run_main(campaign, tmp_path / "r2.md") == 2
 
 
