@@ -790,7 +790,8 @@ def unstable_lines(searched: list[Operator]) -> list[str]:
     parts = ", ".join(f"{op} ({n} elements)" for op, n in found)
     return [f"Originals that differ from themselves (a race), checked with an allowance: {parts}. Their "
             "candidates may differ from the original in twice as many elements as the original's own calls "
-            "did; an original that differs in more than 1% of a value's elements is original_failed.", ""]
+            "did, and at every size in at least twice the largest share of a value any size's calls changed; "
+            "an original that differs in more than 1% of a value's elements is original_failed.", ""]
 
 
 def card_lines(searched: list[Operator]) -> list[str]:
