@@ -720,8 +720,8 @@ class Worker:
             if unstable is not None:
                 raise VariantFailure("launch_failed", "the original program is not reproducible: two calls on "
                                      f"the same inputs differ ({unstable}), beyond what a race may change (up to "
-                                     f"{UNSTABLE_SHARE:.0%} of a value's elements, none of them a new NaN); candidates cannot be checked "
-                                     "against it")
+                                     f"{UNSTABLE_SHARE:.0%} of a value's elements, none of them a new NaN); "
+                                     "candidates cannot be checked against it")
         shape.allow = {p: n for p, n in allow.items() if n}
         shape.unstable = dict(worst)
         unstable_elements = sum(n for n, _ in worst.values())
