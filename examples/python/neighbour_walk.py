@@ -39,7 +39,8 @@ class NeighbourWalk:
         return out
 
     def observe(self, trials):
-        for t in trials:
+        for t in trials:                        # its proposals, and a run's start configurations first
+            self.seen.add(t.config)
             self.told += 1
             if t.ok and (self.best is None or t.time_ms < self.best[0]):
                 self.best = (t.time_ms, t.config)

@@ -58,7 +58,8 @@ class TPE:
         return out
 
     def observe(self, trials):
-        for t in trials:
+        for t in trials:  # its proposals, and a run's start configurations first
+            self.seen.add(tuple(t.config))
             self.obs.append((tuple(t.config), math.log(t.time_ms) if t.ok else math.inf))
 
     def finished(self):

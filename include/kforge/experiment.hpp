@@ -68,6 +68,10 @@ struct run_options {
   /// of `mpirun -np N kforge run`, which runs the configured one on the other processes). The run's
   /// fingerprint still names the configured evaluator, so such a run resumes with or without MPI.
   std::function<evaluator(const evaluator_context&)> make_evaluator;
+  /// run_loop: configurations evaluated first (valid, distinct), in order, before the strategy is asked
+  /// for anything; the strategy observes their trials like its proposals and never proposes them again
+  /// (they are seen). run_experiment takes the spec's `start`.
+  std::vector<config> start;
 };
 
 /// What identifies a run, for resuming it: the problem (kind and space), strategy and evaluator (types

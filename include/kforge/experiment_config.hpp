@@ -1,8 +1,8 @@
 // kf::experiment_spec: an experiment config (YAML or JSON), read and validated.
 //
-// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule, transfer, plugins
-// (README.md shows one; transfer: docs/transfer.md; plugins: shared-library plug-ins to load first,
-// docs/plugins.md).
+// Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule, start, transfer,
+// plugins (README.md shows one; start: docs/experiments.md; transfer: docs/transfer.md; plugins:
+// shared-library plug-ins to load first, docs/plugins.md).
 // Every problem is reported as a kf::config_error naming the file, the line, the key path and the reason;
 // plug-in options are checked against their registry's option table before anything runs.
 #pragma once
@@ -64,6 +64,11 @@ struct experiment_spec {
   std::vector<std::string> transfer;
   std::shared_ptr<const transfer_data> transfer_records;
   std::vector<std::string> plugins;  ///< shared-library plug-ins it loaded (resolved paths), in order
+  /// `start:` configurations evaluated first, before the strategy proposes anything, and observed by the
+  /// strategy like its own proposals (`default`: the problem's default configuration,
+  /// kf::default_configuration; or {parameter: value} mappings). Valid and pairwise distinct. Empty: the
+  /// strategy alone decides what is evaluated.
+  std::vector<config> start;
 };
 
 /// Loads the plug-ins listed under `key` of `doc` (a list of shared-library paths, relative to the file;

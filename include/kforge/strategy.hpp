@@ -13,7 +13,10 @@
 // and is held by value in kf::strategy. Contract of propose(): at most n configurations, each valid,
 // pairwise distinct and not seen (neither measured nor pending); fewer (even none) only when the
 // strategy has nothing left to propose. observe() receives every trial of the strategy's proposals,
-// in sequence order, exactly once. Every random choice comes from the seed given to initialize(), so
+// in sequence order, exactly once, and before them the trials of the run's start configurations (an
+// experiment's `start:`, e.g. the problem's default), which the strategy did not propose: they are
+// pending before its first propose() and measured after, so a strategy that consults the state's
+// seen() never proposes them. Every random choice comes from the seed given to initialize(), so
 // the same seed and the same observations give the same proposals (the conformance suite checks all
 // of this for every registered strategy).
 #pragma once

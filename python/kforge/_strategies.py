@@ -8,7 +8,8 @@ Called by kforge's native module (python/src/module_strategy.cpp); users write c
 
         def __init__(self, space, seed, step): ...      # space: kforge.Space; seed: int; options by name
         def propose(self, n): ...                        # or propose(self, n, state): up to n configurations
-        def observe(self, trials): ...                   # kforge.Trial objects of its proposals, in order
+        def observe(self, trials): ...                   # kforge.Trial objects of its proposals (and first of
+                                                         # the run's start configurations), in order
         def finished(self): ...                          # optional
 
 Contract of the functions here: errors are Python exceptions whose message says what is wrong and where

@@ -1,9 +1,11 @@
 #include "kforge/experiment_config.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -84,6 +86,53 @@ void read_transfer(const document& doc, experiment_spec& s, bool strategy_takes_
   s.transfer_records = std::move(records);
 }
 
+// `start: default`, or `start: [default | {parameter: value, ...}, ...]`: the configurations evaluated
+// before the strategy proposes; each valid, no two the same. A mapping names every parameter.
+void read_start(const document& doc, experiment_spec& s) {
+  const auto& space = s.prob.space;
+  auto one = [&](const json& item, const std::string& key) -> config {
+    if (item.is_string() && item.get<std::string>() == "default") {
+      auto d = default_configuration(s.prob);
+      if (!d)
+        doc.at(key).fail("the problem states no default configuration (a " + s.prob.source_kind +
+                         " problem); give it as {parameter: value, ...}");
+      return *d;
+    }
+    if (!item.is_object())
+      doc.at(key).fail("expected default or {parameter: value, ...}, got " + describe_json(item));
+    std::map<std::string, value, std::less<>> values;
+    for (const auto& [name, v] : item.items()) {
+      if (!space.param_index(name)) doc.at(key + "." + name).fail("not a parameter of the problem");
+      try {
+        values[name] = from_json(v);
+      } catch (const error& e) {
+        doc.at(key + "." + name).fail(e.what());
+      }
+    }
+    config c;
+    try {
+      c = space.from_values(values, false);
+    } catch (const error& e) {
+      doc.at(key).fail(e.what());
+    }
+    if (!space.is_valid(c)) doc.at(key).fail(space.describe(c) + " violates the problem's constraints");
+    return c;
+  };
+  const auto& node = doc.root["start"];
+  if (!node.is_array()) {
+    s.start.push_back(one(node, "start"));
+    return;
+  }
+  if (node.empty()) doc.at("start").fail("expected default or a non-empty list of configurations");
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const auto key = "start[" + std::to_string(i) + "]";
+    auto c = one(node[i], key);
+    if (std::find(s.start.begin(), s.start.end(), c) != s.start.end())
+      doc.at(key).fail(space.describe(c) + " is already an earlier entry");
+    s.start.push_back(std::move(c));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> load_config_plugins(const document& doc, const std::string& key) {
@@ -107,14 +156,14 @@ experiment_spec parse_experiment(const document& doc) {
   if (!root.is_object())
     doc.at("").fail(
         "expected a mapping (name, problem, strategy, evaluator, budget, seed, output, batch_size)");
-  static const std::set<std::string> known = {"name",     "problem",  "strategy", "evaluator",
-                                              "budget",   "seed",     "output",   "batch_size",
-                                              "schedule", "transfer", "plugins"};
+  static const std::set<std::string> known = {"name",   "problem",  "strategy", "evaluator",
+                                              "budget", "seed",     "output",   "batch_size",
+                                              "start",  "schedule", "transfer", "plugins"};
   for (const auto& [k, v] : root.items())
     if (!known.count(k))
       doc.at(k).fail(
           "unknown key (expected one of name, problem, strategy, evaluator, budget, seed, output, "
-          "batch_size, schedule, transfer, plugins)");
+          "batch_size, start, schedule, transfer, plugins)");
   experiment_spec s;
   // Plug-ins first: the strategy, evaluator and transforms below may come from them.
   s.plugins = load_config_plugins(doc, "plugins");
@@ -141,6 +190,7 @@ experiment_spec parse_experiment(const document& doc) {
     strategy_takes_transfer = strategy_registry().create(s.strategy).accepts_transfer();
   }
   if (root.contains("transfer")) read_transfer(doc, s, strategy_takes_transfer);
+  if (root.contains("start")) read_start(doc, s);
   if (!root.contains("evaluator"))
     doc.at("").fail("missing key 'evaluator' ({type: replay, params: {file: ...}})");
   s.evaluator = read_plugin(doc, root["evaluator"], "evaluator");

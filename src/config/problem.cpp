@@ -281,4 +281,10 @@ problem load_problem(const document& doc, const std::string& key_path) {
   return p;
 }
 
+std::optional<config> default_configuration(const problem& p) {
+  if (p.program_desc) return p.program_desc->defaults;
+  if (p.kernel_desc) return p.kernel_desc->defaults;
+  return std::nullopt;
+}
+
 }  // namespace kf

@@ -48,7 +48,8 @@ namespace {
 
 // The loop of one run, as named steps. Trials flow:
 //
-//   fill(): strategy.propose(want) -> contract checks -> stored? (resume) : evaluator.submit
+//   fill(): the run's start configurations first (run_options::start), then strategy.propose(want) ->
+//           contract checks -> stored? (resume) : evaluator.submit
 //   next_group(): the stored group of this step (resume) or the evaluator's next arrivals
 //   observe(): clock, store.commit, history, callback, strategy.observe(group)
 //
@@ -149,13 +150,21 @@ class loop {
     const std::size_t used = res_.history.size() + in_flight_.size();
     std::optional<std::size_t> left;
     if (budget_.evaluations) left = *budget_.evaluations - std::min(*budget_.evaluations, used);
+    std::size_t want = batch_ - std::min(batch_, in_flight_.size());
+    if (left) want = std::min(want, *left);
+    if (want == 0) return;
+    // The run's start configurations go first; the strategy then sees them as pending.
+    std::vector<config> starts;
+    while (next_start_ < opts_.start.size() && starts.size() < want)
+      starts.push_back(opts_.start[next_start_++]);
+    want -= starts.size();
+    if (left) *left -= starts.size();
+    submit(std::move(starts));
+    if (want == 0) return;
     if (strat_.finished(state(left))) {
       if (in_flight_.empty()) stop(stop_reason::strategy_finished);
       return;
     }
-    std::size_t want = batch_ - std::min(batch_, in_flight_.size());
-    if (left) want = std::min(want, *left);
-    if (want == 0) return;
     auto proposals = strat_.propose(state(left), want);
     check_contract(proposals, want);
     if (proposals.empty()) {
@@ -163,11 +172,17 @@ class loop {
         stop(strat_.finished(state(left)) ? stop_reason::strategy_finished : stop_reason::space_exhausted);
       return;
     }
+    submit(std::move(proposals));
+  }
+
+  // Gives the configurations their sequence numbers and sends the new ones to the evaluator (stored
+  // ones, on resume, wait for their group instead).
+  void submit(std::vector<config> proposals) {
     std::vector<evaluation_request> to_eval;
     for (auto& c : proposals) {
       const std::uint64_t s = next_sequence_++;
       if (auto it = stored_.find(s); it != stored_.end() && it->second.cfg != c)
-        throw error("cannot resume: at trial " + std::to_string(s) + " the strategy now proposes " +
+        throw error("cannot resume: at trial " + std::to_string(s) + " the run now evaluates " +
                     space_.describe(c) + " but the run recorded " + space_.describe(it->second.cfg) +
                     " (were the config, the seed or kforge changed?)");
       if (!stored_.count(s)) to_eval.push_back({s, c, step_});
@@ -176,6 +191,13 @@ class loop {
     }
     if (!to_eval.empty()) eval_.submit(std::move(to_eval));
   }
+
+  bool is_start(const config& c) const {
+    return std::find(opts_.start.begin(), opts_.start.end(), c) != opts_.start.end();
+  }
+  static constexpr const char* start_hint =
+      " (a start configuration of the run: the strategy observes it, or sees it pending, and must not "
+      "propose it; include/kforge/strategy.hpp)";
 
   // A strategy that breaks its contract is a bug to report, not a failing variant.
   void check_contract(const std::vector<config>& proposals, std::size_t n) const {
@@ -190,10 +212,10 @@ class loop {
             (c.size() == space_.dimension() ? space_.describe(c) : std::string("(of the wrong length)")));
       if (res_.history.measured(c))
         throw error("strategy '" + strat_.name() + "' proposed the already measured configuration " +
-                    space_.describe(c));
+                    space_.describe(c) + (is_start(c) ? start_hint : ""));
       if (std::find(pending_.begin(), pending_.end(), c) != pending_.end())
         throw error("strategy '" + strat_.name() + "' proposed " + space_.describe(c) +
-                    ", which is still in flight");
+                    ", which is still in flight" + (is_start(c) ? start_hint : ""));
       for (std::size_t j = 0; j < i; ++j)
         if (proposals[j] == c)
           throw error("strategy '" + strat_.name() + "' proposed " + space_.describe(c) +
@@ -313,6 +335,7 @@ class loop {
   run_result res_;
   bool stopping_ = false;
   std::uint64_t next_sequence_ = 0;
+  std::size_t next_start_ = 0;  // run_options::start given to the evaluator so far
   std::uint32_t step_ = 0;                                      // observation groups so far
   std::map<std::uint64_t, config> in_flight_;                   // proposed and not yet observed, by sequence
   std::vector<config> pending_;                                 // the same configurations, for search_state
@@ -337,6 +360,12 @@ json experiment_fingerprint(const experiment_spec& s) {
              {"batch_size", s.batch_size ? json(*s.batch_size) : json(nullptr)}};
   // Only when not the default, so that runs stored before the key existed still resume.
   if (s.schedule == schedule_mode::batches) fp["schedule"] = "batches";
+  if (!s.start.empty()) {  // evaluated first: the trial sequence depends on them
+    json st = json::array();
+    for (const auto& c : s.start)
+      st.push_back(s.prob.space.to_json(c));
+    fp["start"] = st;
+  }
   if (!s.transfer.empty()) {  // the records the strategy starts from (docs/transfer.md)
     json t = json::array();
     for (const auto& f : s.transfer)
@@ -470,6 +499,7 @@ run_result run_experiment(const experiment_spec& spec, const run_options& opts) 
         spec.batch_size ? *spec.batch_size : std::max<std::size_t>(1, eval.parallelism());
     run_options o = opts;
     o.schedule = spec.schedule;
+    o.start = spec.start;
     const double setup_s = res.setup_s;
     budget_spec budget = spec.budget;
     if (budget.wall_includes_setup && budget.wall_seconds)

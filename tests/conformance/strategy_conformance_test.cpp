@@ -2,7 +2,9 @@
 //   - never proposes an invalid, duplicate or already-measured configuration, nor more than asked;
 //   - respects the evaluation budget, for batch sizes 1 and 8;
 //   - gives the same trial sequence for the same seed, and (as a sanity check) another for another seed;
-//   - keeps proposing until the space is exhausted when the budget allows it.
+//   - keeps proposing until the space is exhausted when the budget allows it;
+//   - takes a run's start configurations (observed, never proposed) through the loop, which checks
+//     the contract of every proposal.
 // The contract is checked directly here (not through the experiment loop, which also enforces it).
 // Besides every registered strategy with its defaults, the Python example strategies
 // (examples/python/neighbour_walk.py and tpe.py, through strategy type "python" and the embedded
@@ -127,6 +129,32 @@ TEST_P(conformance, can_exhaust_a_space) {
   test::stencil_replay f;
   EXPECT_EQ(r.sequence.size(), f.prob.space.valid().size())
       << GetParam().label << " stopped before the space was exhausted";
+}
+
+// A run with start configurations (an experiment's `start:`): they are evaluated first, the strategy
+// observes them without having proposed them, and then must never propose them (the loop throws at a
+// contract breach), up to exhausting the space.
+TEST_P(conformance, takes_start_configurations_it_did_not_propose) {
+  test::stencil_replay f;
+  const auto& valid = f.prob.space.valid();
+  ASSERT_GT(valid.size(), 40u);
+  run_options o;
+  o.start = {valid.at(7), valid.at(valid.size() / 2), valid.at(valid.size() - 1)};
+  // Batch 1 for a while; batch 8 until the space is exhausted (the strategy's own order reaches them).
+  for (std::size_t batch : {1, 8}) {
+    const bool exhaust = batch > 1;
+    auto s = strategy_registry().create(GetParam().spec);
+    auto e = f.make_evaluator();
+    budget_spec b;
+    b.evaluations = exhaust ? valid.size() + 10 : 40;
+    run_result r;
+    ASSERT_NO_THROW(r = run_loop(f.prob.space, s, e, b, 9, batch, nullptr, o)) << GetParam().label;
+    ASSERT_GE(r.history.size(), o.start.size());
+    for (std::size_t i = 0; i < o.start.size(); ++i)
+      EXPECT_EQ(r.history.trials()[i].cfg, o.start[i]) << GetParam().label << " batch " << batch;
+    EXPECT_EQ(r.history.size(), exhaust ? valid.size() : 40u)
+        << GetParam().label << " stopped early (batch " << batch << ")";
+  }
 }
 
 std::vector<strategy_case> registered() {

@@ -1,5 +1,6 @@
 """The program worker (python/kforge/triton/program_worker.py) on its fake device: protocol, knobs,
 comparison of every returned tensor and written argument, poisoning, statistics, failures as statuses."""
+import dataclasses
 import json
 import math
 import os
@@ -183,6 +184,33 @@ def test_knobs_as_parameters():
     by_name = {p["name"]: p for p in params}
     assert by_name["num_warps"]["knob"] == {"launch": "axpy:45"}
     assert by_name["MODE"]["knob"] == {"literal": "axpy:44"} and by_name["MODE"]["default"] == 0
+
+
+def test_knobs_as_parameters_default_to_the_original_launch():
+    """The default configuration is what the original launches with: the num_warps/num_stages the launch
+    writes, else Triton's defaults (CUDAOptions' field defaults: 4 and 3 in Triton 3.6.0), not the first
+    suggested value; a keyword written as an expression has no default."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+        fields = {f.name: f.default for f in dataclasses.fields(CUDAOptions)}
+        triton_defaults = {"num_warps": fields["num_warps"], "num_stages": fields["num_stages"]}
+    except ImportError:
+        triton_defaults = {"num_warps": 4, "num_stages": 3}
+    src = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr):\n    pass\n\n"
+           "def run(x, nw):\n    k[(1,)](x, B=16)\n    k[(1,)](x, B=16, num_warps=8, num_stages=2)\n"
+           "    k[(1,)](x, B=16, num_warps=nw)\n")
+    by_name = {p["name"]: p for p in pw.knobs_as_parameters(src)}
+    assert {p["knob"]["launch"] for p in by_name.values() if "launch" in p["knob"]} == {"run:9", "run:10", "run:11"}
+    assert by_name["num_warps"]["knob"] == {"launch": "run:9"} and by_name["num_stages"]["knob"] == {"launch": "run:9"}
+    assert by_name["num_warps"]["default"] == triton_defaults["num_warps"]
+    assert by_name["num_stages"]["default"] == triton_defaults["num_stages"]
+    assert by_name["num_warps_"]["knob"]["launch"] == "run:10"
+    assert by_name["num_warps_"]["default"] == 8 and by_name["num_stages_"]["default"] == 2
+    assert by_name["num_warps__"]["knob"]["launch"] == "run:11" and "default" not in by_name["num_warps__"]
+    assert by_name["num_stages__"]["default"] == triton_defaults["num_stages"]
+    # fake_ops.py's axpy writes num_warps=4 and no num_stages.
+    fake = {p["name"]: p for p in pw.knobs_as_parameters((PROGRAMS / "fake_ops.py").read_text())}
+    assert fake["num_warps"]["default"] == 4 and fake["num_stages"]["default"] == triton_defaults["num_stages"]
 
 
 def test_a_heuristic_flag_stating_a_fact_about_the_arguments_is_no_parameter():

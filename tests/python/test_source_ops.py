@@ -7,9 +7,11 @@ the diff before committing it.
 """
 
 import ast
+import dataclasses
 import difflib
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,53 @@ def test_unreadable_autotune_is_a_knob_with_an_error_not_a_failure():
 def test_null_bytes_are_a_parse_error():
     with pytest.raises(SourceOpError, match="does not parse"):
         source_ops.find_knobs("x = 1\0\n")
+
+
+def _triton_launch_defaults() -> dict:
+    """num_warps/num_stages of a launch that omits them, read from the installed Triton here (Triton 3.6.0's
+    CUDAOptions: 4 and 3, also where Triton cannot be imported)."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except ImportError:
+        return {"num_warps": 4, "num_stages": 3}
+    fields = {f.name: f.default for f in dataclasses.fields(CUDAOptions)}
+    return {"num_warps": fields["num_warps"], "num_stages": fields["num_stages"]}
+
+
+LAUNCHES = ('import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr):\n    pass\n\n'
+            'def run(x, nw):\n    k[(1,)](x, B=16)\n    k[(1,)](x, B=16, num_warps=8, num_stages=2)\n'
+            '    k[(1,)](x, B=16, num_warps=nw)\n')
+
+
+def test_launch_keyword_not_written_is_implied_by_triton_defaults():
+    keywords = [k for k in source_ops.find_knobs(LAUNCHES) if k["kind"] == "launch_keyword"]
+    by_site = {(k["site"], k["name"]): k for k in keywords}
+    defaults = _triton_launch_defaults()
+    for option in ("num_warps", "num_stages"):
+        omitted = by_site[("run:9", option)]
+        assert omitted["present"] is False and omitted["current"] is None
+        assert omitted["implied"] == defaults[option]
+        written = by_site[("run:10", option)]
+        assert written["present"] is True and "implied" not in written
+    assert by_site[("run:10", "num_warps")]["current"] == 8 and by_site[("run:10", "num_stages")]["current"] == 2
+    # Written as an expression: present, its value unknown here, nothing implied.
+    computed = by_site[("run:11", "num_warps")]
+    assert computed["current"] is None and computed["expression"] == "nw" and "implied" not in computed
+    assert by_site[("run:11", "num_stages")]["implied"] == defaults["num_stages"]
+
+
+def test_launch_defaults_fall_back_to_the_table_without_triton(monkeypatch):
+    source_ops.launch_defaults.cache_clear()
+    try:
+        installed = source_ops.launch_defaults()
+        assert installed == _triton_launch_defaults()
+        # The fallback table states the installed Triton's defaults (update it and its comment if not).
+        assert source_ops.LAUNCH_DEFAULTS_FALLBACK == installed
+        monkeypatch.setitem(sys.modules, "triton.backends.nvidia.compiler", None)  # the import fails
+        source_ops.launch_defaults.cache_clear()
+        assert source_ops.launch_defaults() == source_ops.LAUNCH_DEFAULTS_FALLBACK
+        omitted = [k for k in source_ops.find_knobs(LAUNCHES) if k["site"] == "run:9" and "implied" in k]
+        assert {k["name"]: k["implied"] for k in omitted} == source_ops.LAUNCH_DEFAULTS_FALLBACK
+    finally:
+        monkeypatch.undo()
+        source_ops.launch_defaults.cache_clear()

@@ -149,6 +149,104 @@ TEST(experiment, a_wall_budget_that_includes_setup_charges_the_evaluators_start)
   EXPECT_GT(free_start.history.size(), 0u);
 }
 
+// `start:` configurations are evaluated first, in order, whatever the strategy; a resumed run replays them.
+TEST(experiment, start_configurations_come_first_and_resume) {
+  register_builtins();
+  test::stencil_replay f;
+  const auto& valid = f.prob.space.valid();
+  run_options o;
+  o.start = {valid.at(3), valid.at(11)};
+  budget_spec b;
+  b.evaluations = 20;
+  for (std::size_t batch : {1, 3}) {
+    auto s = strategy_registry().create({"hybrid", {}, {}});
+    auto e = f.make_evaluator();
+    const auto r = run_loop(f.prob.space, s, e, b, 4, batch, nullptr, o);
+    ASSERT_EQ(r.history.size(), 20u);
+    EXPECT_EQ(r.history.trials()[0].cfg, o.start[0]);
+    EXPECT_EQ(r.history.trials()[1].cfg, o.start[1]);
+  }
+  // A budget smaller than the start list: only the first start configurations run.
+  b.evaluations = 1;
+  {
+    auto s = strategy_registry().create({"random", {}, {}});
+    auto e = f.make_evaluator();
+    const auto r = run_loop(f.prob.space, s, e, b, 4, 4, nullptr, o);
+    ASSERT_EQ(r.history.size(), 1u);
+    EXPECT_EQ(r.history.trials()[0].cfg, o.start[0]);
+  }
+  // Resume: the first groups stored, the rest continued identically.
+  b.evaluations = 24;
+  auto ref_s = strategy_registry().create({"ga", {}, {}});
+  auto ref_e = f.make_evaluator();
+  const auto ref = run_loop(f.prob.space, ref_s, ref_e, b, 9, 3, nullptr, o);
+  test::temp_dir tmp;
+  {
+    run_store st(tmp.path() / "run");
+    for (const auto& t : ref.history.trials())
+      if (t.batch < 3) st.commit(t);
+  }
+  run_store st(tmp.path() / "run");
+  auto s = strategy_registry().create({"ga", {}, {}});
+  auto e = f.make_evaluator();
+  o.resume = true;
+  const auto r = run_loop(f.prob.space, s, e, b, 9, 3, &st, o);
+  EXPECT_GT(r.resumed, 0u);
+  EXPECT_EQ(configs_of(r.history), configs_of(ref.history));
+}
+
+// The `start` key: `default` (the problem's own configuration), mappings, and its misuse, each an error
+// at the key; the start configurations are part of the run's identity (fingerprint).
+TEST(experiment, start_key_reads_default_and_mappings_and_rejects_misuse) {
+  register_builtins();
+  test::temp_dir tmp;
+  const auto t1 = (test::source_dir() / "experiments/stencil2d-h200/T1.json").string();
+  const auto cache = (test::source_dir() / "experiments/stencil2d-h200/cache.json").string();
+  auto load = [&](const std::string& problem, const std::string& start) {
+    const auto cfg =
+        test::write_file(tmp.path() / "e.yaml", "problem: " + problem +
+                                                    "\nstrategy: random\nevaluator: {type: replay, "
+                                                    "params: {file: " +
+                                                    cache + "}}\nstart: " + start + "\n");
+    return load_experiment(cfg.string());
+  };
+  const auto d = load("{t1: " + t1 + "}", "default");
+  ASSERT_EQ(d.start.size(), 1u);
+  EXPECT_EQ(d.prob.space.describe(d.start[0]),
+            "{block_size_x=32, block_size_y=8, tile_size_x=1, tile_size_y=1, use_shared=0}");
+  const auto m = load("{t1: " + t1 + "}",
+                      "[default, {block_size_x: 64, block_size_y: 4, tile_size_x: 2, tile_size_y: 1, "
+                      "use_shared: 1}]");
+  ASSERT_EQ(m.start.size(), 2u);
+  EXPECT_EQ(m.start[0], d.start[0]);
+  EXPECT_EQ(m.prob.space.describe(m.start[1]),
+            "{block_size_x=64, block_size_y=4, tile_size_x=2, tile_size_y=1, use_shared=1}");
+  EXPECT_NE(experiment_fingerprint(d), experiment_fingerprint(load("{t1: " + t1 + "}",
+                                                                   "[{block_size_x: 64, "
+                                                                   "block_size_y: 4, tile_size_x: 2, "
+                                                                   "tile_size_y: 1, use_shared: 1}]")));
+  auto fails = [&](const std::string& problem, const std::string& start, const std::string& key,
+                   const std::string& why) {
+    try {
+      load(problem, start);
+      ADD_FAILURE() << "accepted start: " << start;
+    } catch (const config_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(key), std::string::npos) << what;
+      EXPECT_NE(what.find(why), std::string::npos) << what;
+    }
+  };
+  fails("{cache: " + cache + "}", "default", "start", "states no default configuration");
+  fails("{t1: " + t1 + "}", "[]", "start", "non-empty list");
+  fails("{t1: " + t1 + "}", "[default, default]", "start[1]", "already an earlier entry");
+  fails("{t1: " + t1 + "}", "[{block_size_z: 1}]", "start[0].block_size_z", "not a parameter");
+  fails("{t1: " + t1 + "}", "[{block_size_x: 32}]", "start[0]", "block_size_y");
+  fails("{t1: " + t1 + "}",
+        "[{block_size_x: 33, block_size_y: 8, tile_size_x: 1, tile_size_y: 1, use_shared: 0}]", "start[0]",
+        "33");
+  fails("{t1: " + t1 + "}", "fastest", "start", "expected default");
+}
+
 TEST(experiment, full_run_with_store_and_report) {
   register_builtins();
   test::temp_dir tmp;

@@ -214,6 +214,24 @@ TEST(program_problem, config_errors_name_the_key) {
   expect_error(prog + "  call: axpy\n" + inputs + param + "  adapter: nope.py:bind\n", "no such file");
 }
 
+// `start: default` of a program problem is the program's own configuration (its parameters' defaults).
+TEST(program_problem, start_default_is_the_programs_own_configuration) {
+  register_builtins();
+  test::temp_dir tmp;
+  const auto programs = test::source_dir() / "tests/python/programs";
+  const auto cfg =
+      test::write_file(tmp.path() / "e.yaml",
+                       "problem:\n  program: " + (programs / "fake_ops.py").string() +
+                           "\n  call: axpy\n  inputs: " + (programs / "fake_inputs.py").string() +
+                           ":axpy_shapes\n  parameters:\n    - {name: MODE, values: [0, 1, 2], default: 2, "
+                           "knob: {literal: axpy}}\n"
+                           "    - {name: num_warps, values: [1, 2, 4, 8], default: 4, knob: {launch: axpy}}\n"
+                           "strategy: random\nevaluator: {type: program}\nstart: default\n");
+  const auto spec = load_experiment(cfg.string());
+  ASSERT_EQ(spec.start.size(), 1u);
+  EXPECT_EQ(spec.prob.space.describe(spec.start[0]), "{MODE=2, num_warps=4}");
+}
+
 TEST(program_problem, the_example_programs_load) {
   register_builtins();
   const auto softmax =

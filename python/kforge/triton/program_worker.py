@@ -970,7 +970,13 @@ def knobs_as_parameters(source: str) -> list[dict]:
     """find_knobs' knobs as a problem's parameters (one per knob that can be tuned). A heuristic's flag that
     states a fact about the call's arguments (``IS_EVEN_M``: ``args["N_CTX"] % args["BLOCK_M"] == 0``) is
     not one: pinned to the fact it is what the heuristic gives, against it slower (False) or wrong
-    (True); TritonBench-G's attention_score spent its searches on such pins (2026-12-07)."""
+    (True); TritonBench-G's attention_score spent its searches on such pins (2026-12-07).
+
+    A parameter's ``default`` is the knob's ``current`` (the value the source writes) or, for a
+    ``num_warps``/``num_stages`` the launch does not write, its ``implied`` (Triton's default), where that
+    value is among the suggested ones: the problem's default configuration is the original's launch
+    wherever the source or Triton's defaults say it. A parameter without a default (a computed value, or
+    one outside the suggested values) starts at its first value."""
     params, seen = [], set()
     for k in source_ops.find_knobs(source):
         if k.get("error") or not k["suggested"] or k["name"] is None or k.get("argument_fact"):
@@ -988,8 +994,10 @@ def knobs_as_parameters(source: str) -> list[dict]:
         p = {"name": name, "values": k["suggested"], "knob": knob}
         if name != k["name"]:
             p["knob"]["target"] = k["name"]
-        if k["current"] is not None and k["current"] in k["suggested"]:
-            p["default"] = k["current"]
+        for value in (k["current"], k.get("implied")):
+            if value is not None and value in k["suggested"]:
+                p["default"] = value
+                break
         params.append(p)
     return params
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import itertools
 import math
 import types
@@ -33,6 +34,10 @@ from typing import Any, Iterable
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 # What triton.Config assumes for an option a configuration does not set (runtime/autotuner.py, 3.6).
 CONFIG_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
+# What a launch that omits num_warps/num_stages runs with, used only where Triton cannot be imported
+# (launch_defaults reads the installed Triton): Triton 3.6.0's field defaults of CUDAOptions in
+# triton/backends/nvidia/compiler.py (num_warps: int = 4, num_stages: int = 3).
+LAUNCH_DEFAULTS_FALLBACK = {"num_warps": 4, "num_stages": 3}
 NUM_WARPS_VALUES = [1, 2, 4, 8, 16]
 NUM_STAGES_VALUES = [1, 2, 3, 4, 5]
 # Powers of two suggested around a block size: current / 4 ... current * 4, within these bounds.
@@ -446,12 +451,15 @@ def find_knobs(source: str) -> list[dict]:
     ``kind``: ``launch_constexpr`` (a literal keyword argument for a ``tl.constexpr`` parameter at a
     launch), ``literal`` (an integer literal assigned to a name that a launch or its grid uses),
     ``launch_keyword`` (``num_warps``/``num_stages`` of a launch; ``present`` says whether it is
-    written), ``autotune`` (one key of a ``@triton.autotune`` configuration list, with ``values``),
-    ``heuristic`` (one output of ``@triton.heuristics``, with its ``expression``); an autotune or
-    heuristics decorator that cannot be read statically gives one knob with ``name`` None and ``error``;
-    ``site`` (``function:line``), ``kernel``, ``name``, ``current`` (the value, ``None`` when absent or
-    computed), ``suggested`` (values worth trying: powers of two around a block size, num_warps in
-    {1,2,4,8,16}, num_stages in 1..5, both booleans for a flag).
+    written; one written as other than a literal has its ``expression``; one not written has
+    ``implied``, the value Triton launches with then, from ``launch_defaults``), ``autotune`` (one key of
+    a ``@triton.autotune`` configuration list, with ``values``), ``heuristic`` (one output of
+    ``@triton.heuristics``, with its ``expression`` and ``argument_fact``: whether it is a flag computed
+    from the call's arguments); an autotune or heuristics decorator that cannot be read statically gives
+    one knob with ``name`` None and ``error``; ``site`` (``function:line``), ``kernel``, ``name``,
+    ``current`` (the value the source writes, ``None`` when absent or computed), ``suggested`` (values
+    worth trying: powers of two around a block size, num_warps in {1,2,4,8,16}, num_stages in 1..5, both
+    booleans for a flag).
 
     Launches of autotuned kernels have no ``launch_constexpr``/``launch_keyword`` knobs: the autotune
     configurations own those values.
@@ -494,10 +502,25 @@ def _launch_knobs(module: Module, launch: Launch) -> list[dict]:
             else None
         knob = _knob("launch_keyword", launch.site, kernel.name, option, current, role=option)
         knob["present"] = keyword is not None
-        if keyword is not None and not isinstance(keyword.value, ast.Constant):
+        if keyword is None:
+            knob["implied"] = launch_defaults()[option]
+        elif not isinstance(keyword.value, ast.Constant):
             knob["expression"] = module.segment(keyword.value)
         knobs.append(knob)
     return knobs
+
+
+@functools.cache
+def launch_defaults() -> dict[str, int]:
+    """``num_warps`` and ``num_stages`` of a launch that does not write them: the field defaults of the
+    installed Triton's CUDA backend options (``triton.backends.nvidia.compiler.CUDAOptions``, which a
+    launch's keywords override), else ``LAUNCH_DEFAULTS_FALLBACK`` where Triton cannot be imported."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+        fields = {f.name: f.default for f in dataclasses.fields(CUDAOptions)}
+        return {option: int(fields[option]) for option in LAUNCH_DEFAULTS_FALLBACK}
+    except Exception:  # no Triton, no NVIDIA backend, or options of another shape
+        return dict(LAUNCH_DEFAULTS_FALLBACK)
 
 
 def _literal_knobs(module: Module) -> list[dict]:

@@ -11,7 +11,9 @@ DATA is ../shared/data/tritonbench-g (read where it is; nothing is copied). For 
   its test block, the knobs ``source_ops.find_knobs`` finds (constexpr arguments at launch sites, literals
   in the wrapper, launch keywords, autotune lists, heuristics) as parameters with their suggested values,
   the largest selected size timed (TritonBench's metric sums times over sizes: the largest sizes weigh
-  most), all selected sizes checked; the default strategy (hybrid) or random search; a wall-time budget
+  most), all selected sizes checked; both searches start from the original's configuration (``start:
+  default``: the values the source writes or Triton implies; an autotune list's first entry), then the
+  default strategy (hybrid) or random search; a wall-time budget
   that counts the workers' start-up (``wall_includes_setup``) with a 1 s grace; a candidate's compile
   bounded by a third of the budget (``compile_timeout_s``: a longer one is a ``timeout`` trial).
 
@@ -109,6 +111,10 @@ def experiment(data_dir: str, folder: str, op: str, call: str, parameters: list,
                     "call": call, "inputs": harness + ":shapes", "adapter": harness + ":bind",
                     "end_marker": END_MARKER, "parameters": parameters, "time_shapes": [-1]},
         "strategy": strategy,
+        # The original's configuration first, in both arms: a search that finds nothing better still
+        # has it, and kforge's evolution starts from it (2026-12-07: attention_score's 135 trials of a
+        # mostly infeasible space gave no ok one; attention_llama's winner was slower than the original).
+        "start": "default",
         "evaluator": evaluator(seconds, workers),
         # The whole run within `seconds` of the GPU: workers' start and the original's reference runs
         # included, trials still running 1 s after the budget dropped.
