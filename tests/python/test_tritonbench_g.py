@@ -249,3 +249,7 @@ def test_the_autotune_record_names_each_autotuned_kernels_choices():
     record = measure.autotune_record(module, 2.34567)
     assert record == {"first_calls_s": 2.346,
                       "kernels": {"tuned": {"configs": 2, "keys": 2, "chosen": [str(configs[1])]}}}
+
+
+def test_final_json_counts_the_searches_start_configurations():
+    assert [measure.start_count(e) for e in ({}, {"start": "default"}, {"start": ["default", {"B": 1}]})] == [0, 1, 2]

@@ -240,6 +240,14 @@ def test_why_not_improved_classes(campaign):
     assert report.why_not_improved(other, report.outcome(other, "kforge")) == "compile_limited"
     other.trials["kforge"][-1]["error"] = other.trials["kforge"][-2]["error"] = "the worker was silent for 120 s"
     assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
+    # Its fastest trial is sequence 0: when the search started from the original's configuration, that
+    # is the original's own (nothing faster found); where the fastest came later, it is not.
+    fastest = min((t for t in other.trials["kforge"] if t["status"] == "ok"), key=lambda t: t["time_ms"])
+    assert fastest["sequence"] == 0
+    other.final.start_configurations = 1
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "original_best"
+    fastest["sequence"] = 7
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
 
 
 def run_main(campaign_and_data, out):

@@ -100,6 +100,13 @@ def best_trial(path: str) -> dict | None:
     return best
 
 
+def start_count(experiment: dict) -> int:
+    """How many configurations each search evaluated first (the experiment's ``start:``; ``default`` is
+    one, the original's own): its trials of sequence below this are those."""
+    start = experiment.get("start")
+    return 0 if start is None else 1 if isinstance(start, str) else len(start)
+
+
 def search_seconds(path: str) -> tuple[float | None, float | None, int]:
     """(the search's wall seconds, the last trial's clock_s, the trial count) of an exported run. The wall
     time is the whole ``kforge run`` (workers' start and the originals' reference runs included), from
@@ -266,6 +273,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     workers = experiment.get("evaluator", {}).get("params", {}).get("workers_per_device", 1)
     return {"op": h.op, "gpu": gpu, "sizes": [str(i) for i in range(len(inputs))], "ops_at_once": ops_at_once,
             "arms_together": arms_together, "workers_per_device": workers,
+            "start_configurations": start_count(experiment),
             "protocol": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True, "rounds": rounds,
                          "timer": "triton.testing.do_bench, median, L2 flushed", "seconds": round(time.perf_counter() - t0, 1)},
             "original": {"ms": original, "errors": errors["original"],

@@ -61,7 +61,7 @@ ORIGINAL_FAILED = ("the original program", "the inputs function failed")  # the 
 COMPILE_LIMITED_SHARE = 1 / 3             # this share of the trials past the compile limit: compile-limited
 COMPILE_TIMEOUT = TIMEOUT_MARK            # in a timeout trial's error: kforge.triton.bounded_compile's limit
 WHY_CLASSES = ("original_failed", "wrong", "no_knob", "at_bound", "compile_limited", "knobs_without_effect",
-               "search_too_short", "other")
+               "original_best", "search_too_short", "other")
 
 # TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
 BUCKET_EDGES = (801, 1711, 2493)
@@ -186,6 +186,9 @@ class Final:
     # first chunks, whose final.json lacks it, ran 2)
     workers_per_device: int = 2
     gpu: str | None = None  # the card the final measurement ran on (final.json's ``gpu``; older ones lack it)
+    # configurations each search evaluated first (final.json's ``start_configurations``, since 2026-12-07:
+    # 1, the original's own; older runs started from the strategy's draws, 0)
+    start_configurations: int = 0
     # CUPTI metrics on the largest size (final.json's ``cupti``): program name -> {metric: value}; older
     # final.json files and runs where the profiler could not run have none.
     cupti: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
@@ -254,6 +257,9 @@ def parse_final(data: Any, path: Path) -> Final:
     workers = data.get("workers_per_device", 2)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ReportError(f"{path}: 'workers_per_device' must be a positive integer")
+    starts = data.get("start_configurations", 0)
+    if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
+        raise ReportError(f"{path}: 'start_configurations' must be a non-negative integer")
     cupti = data.get("cupti") or {}
     if not isinstance(cupti, dict):
         raise ReportError(f"{path}: 'cupti' must be an object")
@@ -263,7 +269,8 @@ def parse_final(data: Any, path: Path) -> Final:
     autotune = {} if autotune is None else autotune
     if not isinstance(autotune, dict) or not isinstance(autotune.get("kernels", {}), dict):
         raise ReportError(f"{path}: 'autotune' must be an object with 'kernels' (an object)")
-    return Final(ops_at_once=ops_at_once, arms_together=arms_together, workers_per_device=workers, gpu=gpu, cupti=cupti_programs,
+    return Final(ops_at_once=ops_at_once, arms_together=arms_together, workers_per_device=workers, gpu=gpu,
+                 start_configurations=starts, cupti=cupti_programs,
                  autotune_first_calls_s=_optional_number(autotune.get("first_calls_s"), path,
                                                          "autotune.first_calls_s"),
                  original_unstable_elements=_optional_number(original.get("unstable_elements"), path,
@@ -488,6 +495,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     - ``compile_limited``: a third or more of the trials were candidates whose compile outlasted the
       program evaluator's ``compile_timeout_s`` (the knobs' large values cost the search its time);
     - ``knobs_without_effect``: at least two ok trials and slowest / fastest < 1.05;
+    - ``original_best``: the search started from the original's configuration (final.json's
+      ``start_configurations``) and its fastest ok trial is that one: nothing faster was found;
     - ``search_too_short``: the fastest ok trial finished in the last 25% of the search's clock;
     - ``other``: none of these.
     """
@@ -508,6 +517,12 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     times = ok_times(trials or [])
     if len(times) >= 2 and max(t for t, _ in times) / min(t for t, _ in times) < NO_EFFECT_SPAN:
         return "knobs_without_effect"
+    if operator.final and operator.final.start_configurations and trials:
+        fastest = min((t for t in trials if t["status"] == "ok" and isinstance(t.get("time_ms"), (int, float))),
+                      key=lambda t: t["time_ms"], default=None)
+        if fastest is not None and isinstance(fastest.get("sequence"), int) \
+                and fastest["sequence"] < operator.final.start_configurations:
+            return "original_best"
     end = search_seconds(trials)
     if times and end:
         best_clock = min(times)[1]
@@ -711,6 +726,7 @@ WHY_TEXT = {
     "compile_limited": f"{COMPILE_LIMITED_SHARE:.0%} or more of the trials were candidates whose compile "
                        "outlasted the search's compile limit (compile_timeout_s)",
     "knobs_without_effect": f"the ok trials' times span less than {NO_EFFECT_SPAN - 1:.0%} (slowest / fastest)",
+    "original_best": "the search started from the original's configuration and found nothing faster",
     "search_too_short": f"the fastest trial came in the last {1 - LATE_FRACTION:.0%} of the search's clock",
     "other": "none of the above",
 }
