@@ -496,7 +496,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
       program evaluator's ``compile_timeout_s`` (the knobs' large values cost the search its time);
     - ``knobs_without_effect``: at least two ok trials and slowest / fastest < 1.05;
     - ``original_best``: the search started from the original's configuration (final.json's
-      ``start_configurations``) and its fastest ok trial is that one: nothing faster was found;
+      ``start_configurations``) and its fastest ok trial is that one: nothing faster was found (not for
+      an ``@triton.autotune`` original, whose start is its list's first entry, not what it runs);
     - ``search_too_short``: the fastest ok trial finished in the last 25% of the search's clock;
     - ``other``: none of these.
     """
@@ -517,7 +518,7 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     times = ok_times(trials or [])
     if len(times) >= 2 and max(t for t, _ in times) / min(t for t, _ in times) < NO_EFFECT_SPAN:
         return "knobs_without_effect"
-    if operator.final and operator.final.start_configurations and trials:
+    if operator.final and operator.final.start_configurations and trials and not operator.autotuned:
         fastest = min((t for t in trials if t["status"] == "ok" and isinstance(t.get("time_ms"), (int, float))),
                       key=lambda t: t["time_ms"], default=None)
         if fastest is not None and isinstance(fastest.get("sequence"), int) \
