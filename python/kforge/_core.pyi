@@ -282,6 +282,12 @@ class Experiment:
     def batch_size(self) -> int | None: ...
 
     @property
+    def start(self) -> list:
+        """
+        The configurations evaluated first (the config's `start:`), as tuples of value indices.
+        """
+
+    @property
     def config(self) -> object:
         """The config as read."""
 

@@ -83,6 +83,15 @@ void bind_run(nb::module_& m) {
                    })
       .def_ro("batch_size", &experiment_spec::batch_size)
       .def_prop_ro(
+          "start",
+          [](const experiment_spec& s) {
+            nb::list l;
+            for (const auto& c : s.start)
+              l.append(config_to_python(c));
+            return l;
+          },
+          "The configurations evaluated first (the config's `start:`), as tuples of value indices.")
+      .def_prop_ro(
           "config", [](const experiment_spec& s) { return to_python(s.raw); }, "The config as read.")
       .def("__repr__", [](const experiment_spec& s) {
         return "kforge.Experiment(" + s.name + ": " + s.prob.source_kind + " " + s.prob.source_file +

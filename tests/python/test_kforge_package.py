@@ -178,7 +178,11 @@ def test_run_resume_records_and_dataframe(tmp_path):
     df = run.to_dataframe()
     assert len(df) == 25 and df["time_ms"].min() == pytest.approx(r2.best.time_ms)
     exp = kforge.experiment(cfg)
-    assert exp.strategy["type"] == "python" and exp.space.dimension == 5
+    assert exp.strategy["type"] == "python" and exp.space.dimension == 5 and exp.start == []
+    # `start: default`: the T1 file's own configuration is evaluated first (and the walk never proposes it).
+    started = kforge.run({**cfg, "start": "default"}, output=str(tmp_path / "started"), evaluations=6)
+    assert kforge.experiment({**cfg, "start": "default"}).start == [started.trials[0].config]
+    assert exp.space.values(started.trials[0].config)["block_size_x"] == 32
 
 
 def test_python_strategy_options_checked_like_builtins(tmp_path):
