@@ -213,6 +213,35 @@ def test_knobs_as_parameters_default_to_the_original_launch():
     assert fake["num_warps"]["default"] == 4 and fake["num_stages"]["default"] == triton_defaults["num_stages"]
 
 
+def test_start_configurations_are_the_original_then_its_autotune_lists():
+    """`start:` is the original's configuration, then the other entries of its autotune lists (round robin
+    over the kernels, the rest at their defaults, no repeats), at most `limit` in all."""
+    src = ("import triton\nimport triton.language as tl\n\n"
+           "@triton.autotune(configs=[triton.Config({'B': 64}, num_warps=4), triton.Config({'B': 128}, num_warps=8),\n"
+           "    triton.Config({'B': 64}, num_warps=4), triton.Config({'B': 32}, num_warps=2)], key=['n'])\n"
+           "@triton.jit\ndef k(x, n, B: tl.constexpr):\n    pass\n\n"
+           "@triton.autotune(configs=[triton.Config({'C': 16}), triton.Config({'C': 8}, num_stages=2)], key=['n'])\n"
+           "@triton.jit\ndef j(x, n, C: tl.constexpr):\n    pass\n\n"
+           "@triton.jit\ndef plain(x, D: tl.constexpr):\n    pass\n\n"
+           "def w(x, n):\n    k[(1,)](x, n)\n    j[(1,)](x, n)\n    plain[(1,)](x, D=4)\n")
+    params = pw.knobs_as_parameters(src)
+    names = [p["name"] for p in params]
+    start = pw.start_configurations(src, params)
+    assert start[0] == "default"
+    # k's second entry with j's first (the default's), j's second with k's first (the default's), then
+    # k's fourth (its third repeats its first); D stays at the launch's 4.
+    by = {p["name"]: p for p in params}
+    k_warps = next(p["name"] for p in params if p["name"].startswith("num_warps") and p["knob"].get("autotune") == "k")
+    j_stages = next(p["name"] for p in params if p["name"].startswith("num_stages") and p["knob"].get("autotune") == "j")
+    assert [(m["B"], m[k_warps], m["C"], m[j_stages], m["D"]) for m in start[1:]] == [
+        (128, 8, 16, 3, 4), (64, 4, 8, 2, 4), (32, 2, 16, 3, 4)]
+    assert all(set(m) == set(names) for m in start[1:]) and by["D"]["default"] == 4
+    assert pw.start_configurations(src, params, limit=2) == start[:2]
+    # A program without an autotune list starts from its default alone.
+    plain = pw.knobs_as_parameters((PROGRAMS / "fake_ops.py").read_text())
+    assert pw.start_configurations((PROGRAMS / "fake_ops.py").read_text(), plain) == ["default"]
+
+
 def test_a_heuristic_flag_stating_a_fact_about_the_arguments_is_no_parameter():
     src = ("import triton\nimport triton.language as tl\n\n@triton.heuristics({\n"
            "    \"EVEN_K\": lambda args: args[\"K\"] % args[\"BLOCK_K\"] == 0,\n"

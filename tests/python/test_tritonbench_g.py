@@ -113,8 +113,8 @@ def test_importer_writes_experiments_and_an_index(data, tmp_path):
     # The toy's launch writes neither keyword: the defaults are Triton's, so that `start: default` (both
     # arms) is the original's configuration.
     assert [p.get("default") for p in e["problem"]["parameters"][1:]] == [4, 3]
-    assert e["start"] == "default"
-    assert json.loads((out / "toy" / "random.json").read_text())["start"] == "default"
+    assert e["start"] == ["default"]
+    assert json.loads((out / "toy" / "random.json").read_text())["start"] == ["default"]
     assert 1024 in e["problem"]["parameters"][0]["values"]
     assert e["problem"]["adapter"].endswith("toy/harness.py:bind")
     assert e["budget"] == {"wall_time_s": 12.0, "wall_includes_setup": True, "wall_grace_s": 1.0}

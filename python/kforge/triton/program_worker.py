@@ -88,6 +88,7 @@ import contextlib
 import fcntl
 import hashlib
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -1000,6 +1001,40 @@ def knobs_as_parameters(source: str) -> list[dict]:
                 break
         params.append(p)
     return params
+
+
+# At most this many start configurations (the default included): a 30 s TritonBench-G search with four
+# workers finishes from 6 to a few hundred trials (2026-12-07), and an autotune list can hold hundreds.
+START_LIMIT = 8
+
+
+def start_configurations(source: str, parameters: list[dict], limit: int = START_LIMIT) -> list:
+    """A problem's ``start:`` for ``parameters`` (knobs_as_parameters' of ``source``): ``"default"``, the
+    original's own configuration, then the other entries of the source's ``@triton.autotune`` lists, in
+    list order (round robin over the autotuned kernels), each with every other parameter at its default,
+    without repeats, at most ``limit`` in all. An autotuned original tries its whole list at every size
+    and keeps the fastest; kforge's search keeps one configuration, so it starts from the expert's
+    candidates rather than from the list's first entry only (bmm_optimized, 2026-12-07: 0.36x of its
+    autotuner after a 30 s search that started from the first entry)."""
+    default = {p["name"]: p.get("default", p["values"][0]) for p in parameters}
+    by_kernel: dict[str, list[dict]] = {}
+    for p in parameters:
+        if "autotune" in p["knob"]:
+            by_kernel.setdefault(p["knob"]["autotune"], []).append(p)
+    entries = [[{**default, **{p["name"]: c[p["knob"].get("target", p["name"])] for p in params}}
+                for c in source_ops.autotune_configs(source, kernel)]
+               for kernel, params in by_kernel.items()]
+    out, seen = ["default"], [default]
+    for round_ in itertools.zip_longest(*entries):
+        for mapping in round_:
+            if len(out) >= limit:
+                return out
+            if mapping is None or mapping in seen:
+                continue
+            if all(mapping[p["name"]] in p["values"] for p in parameters):
+                out.append(mapping)
+                seen.append(mapping)
+    return out
 
 
 def visible_gpus() -> int:

@@ -751,6 +751,13 @@ def autotune_to_space(source: str, kernel_name: str, widen: bool = False) -> dic
             "key": autotune.key, "extras": autotune.extras}
 
 
+def autotune_configs(source: str, kernel_name: str) -> list[dict[str, Any]]:
+    """The kernel's @triton.autotune configurations in list order, each its kwargs and the four launch
+    options (those a configuration does not set at triton.Config's defaults)."""
+    module = Module(source)
+    return [dict(c) for c in _autotune(module, module.kernel(kernel_name)).configs]
+
+
 def remove_autotune(source: str, kernel_name: str) -> str:
     """The source without the kernel's @triton.autotune decorator. Its launches then need the tuned
     values passed explicitly (apply_config does both)."""

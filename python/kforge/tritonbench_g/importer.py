@@ -12,7 +12,8 @@ DATA is ../shared/data/tritonbench-g (read where it is; nothing is copied). For 
   in the wrapper, launch keywords, autotune lists, heuristics) as parameters with their suggested values,
   the largest selected size timed (TritonBench's metric sums times over sizes: the largest sizes weigh
   most), all selected sizes checked; both searches start from the original's configuration (``start:
-  default``: the values the source writes or Triton implies; an autotune list's first entry), then the
+  default``: the values the source writes or Triton implies; for an ``@triton.autotune`` kernel its list's
+  entries, up to program_worker.START_LIMIT configurations in all), then the
   default strategy (hybrid) or random search; a wall-time budget
   that counts the workers' start-up (``wall_includes_setup``) with a 1 s grace; a candidate's compile
   bounded by a third of the budget (``compile_timeout_s``: a longer one is a ``timeout`` trial).
@@ -36,7 +37,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from kforge.tritonbench_g.harness import END_MARKER, PACKAGE, cut_source  # noqa: E402
-from kforge.triton.program_worker import knobs_as_parameters  # noqa: E402
+from kforge.triton.program_worker import knobs_as_parameters, start_configurations  # noqa: E402
 
 SEARCH_SIZES = "spread:3"
 # The program evaluator's options for every operator (docs: kforge plugins program).
@@ -104,17 +105,18 @@ def harness_text(data_dir: str, op: str) -> str:
 
 
 def experiment(data_dir: str, folder: str, op: str, call: str, parameters: list, strategy: str,
-               seconds: float, seed: int, workers: int = DEFAULT_WORKERS) -> dict:
+               seconds: float, seed: int, workers: int = DEFAULT_WORKERS, start: list | str = "default") -> dict:
     harness = os.path.join(folder, "harness.py")
     return {
         "problem": {"name": f"tritonbench-g.{op}", "program": os.path.join(os.path.abspath(data_dir), "kernels", op + ".py"),
                     "call": call, "inputs": harness + ":shapes", "adapter": harness + ":bind",
                     "end_marker": END_MARKER, "parameters": parameters, "time_shapes": [-1]},
         "strategy": strategy,
-        # The original's configuration first, in both arms: a search that finds nothing better still
-        # has it, and kforge's evolution starts from it (2026-12-07: attention_score's 135 trials of a
+        # The original's configuration first, in both arms (and an autotuned original's other list
+        # entries: program_worker.start_configurations): a search that finds nothing better still has
+        # it, and kforge's evolution starts from it (2026-12-07: attention_score's 135 trials of a
         # mostly infeasible space gave no ok one; attention_llama's winner was slower than the original).
-        "start": "default",
+        "start": start,
         "evaluator": evaluator(seconds, workers),
         # The whole run within `seconds` of the GPU: workers' start and the original's reference runs
         # included, trials still running 1 s after the budget dropped.
@@ -148,14 +150,15 @@ def import_operator(data_dir: str, out_dir: str, op: str, excluded: dict, length
     if not parameters:
         record.update(status="no_knob", reason="source_ops finds no knob")
         return record
+    start = start_configurations(source, parameters)
     folder = os.path.join(os.path.abspath(out_dir), op)
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "harness.py"), "w", encoding="utf-8") as f:
         f.write(harness_text(data_dir, op))
     for strategy, name in (("hybrid", "kforge.json"), ("random", "random.json")):
         with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
-            json.dump(experiment(data_dir, folder, op, calls[0], parameters, strategy, seconds, seed, workers), f,
-                      indent=1)
+            json.dump(experiment(data_dir, folder, op, calls[0], parameters, strategy, seconds, seed, workers,
+                                 start), f, indent=1)
             f.write("\n")
     return record
 
