@@ -248,6 +248,11 @@ def test_why_not_improved_classes(campaign):
     assert report.why_not_improved(other, report.outcome(other, "kforge")) == "original_best"
     fastest["sequence"] = 7
     assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
+    # A search that finished no trial (bgmv_expand_slice, 2026-12-07: its set-up took the 30 s) is not
+    # one without a knob.
+    noknob = next(o for o in operators if o.op == "op_noknob")
+    noknob.trials["kforge"] = []
+    assert report.why_not_improved(noknob, report.outcome(noknob, "kforge")) == "no_trial"
 
 
 def run_main(campaign_and_data, out):

@@ -60,7 +60,7 @@ LATE_FRACTION = 0.75                      # the best trial after this fraction o
 ORIGINAL_FAILED = ("the original program", "the inputs function failed")  # the program worker's setup failures
 COMPILE_LIMITED_SHARE = 1 / 3             # this share of the trials past the compile limit: compile-limited
 COMPILE_TIMEOUT = TIMEOUT_MARK            # in a timeout trial's error: kforge.triton.bounded_compile's limit
-WHY_CLASSES = ("original_failed", "wrong", "no_knob", "at_bound", "compile_limited", "knobs_without_effect",
+WHY_CLASSES = ("original_failed", "wrong", "no_trial", "no_knob", "at_bound", "compile_limited", "knobs_without_effect",
                "original_best", "search_too_short", "other")
 
 # TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
@@ -488,6 +488,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
       the search's sizes, or does not reproduce itself (a race, reads of memory it does not own):
       nothing can be checked against it;
     - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size;
+    - ``no_trial``: kforge.jsonl holds no trial: the search's budget ended before any finished (its
+      set-up, the workers' start and the original's reference runs, took most of it);
     - ``no_knob``: at most one distinct configuration tried (from kforge.jsonl; without it, final.json's
       trial count, and an operator with neither counts zero);
     - ``at_bound``: the original's best size reaches 80% of the copy bandwidth or 60% of the fp16 peak,
@@ -508,6 +510,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
         return "original_failed"
     if kforge.present and kforge.speedup is None:
         return "wrong"
+    if trials == []:
+        return "no_trial"
     tried = distinct_configurations(trials) if trials is not None else (kforge.trials or 0)
     if tried <= 1:
         return "no_knob"
@@ -720,6 +724,7 @@ WHY_TEXT = {
     "original_failed": "the original failed in the search worker's setup (it does not run at the search's "
                        "sizes, or does not reproduce itself on the same inputs): no candidate can be checked",
     "wrong": "kforge's best candidate was incorrect (or failed) at the harness sizes",
+    "no_trial": "the search finished no trial within its budget (the set-up took it)",
     "no_knob": "at most one distinct configuration was tried",
     "at_bound": f"the original's best size already reaches {AT_BOUND_GBPS:.0%} of the copy bandwidth "
                 f"or {AT_BOUND_TFLOPS:.0%} of the fp16 peak, or CUPTI measured its DRAM or SM throughput "
