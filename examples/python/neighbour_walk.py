@@ -21,10 +21,11 @@ class NeighbourWalk:
         self.rng = random.Random(seed)          # every random choice from the seed
         self.order = space.valid()              # the restarts: a seeded permutation of the valid set
         self.rng.shuffle(self.order)
-        self.seen = set()                       # proposed so far (tuples of value indices)
+        self.seen = set()                       # proposed or pending so far (tuples of value indices)
         self.best, self.told = None, 0
 
-    def propose(self, n):
+    def propose(self, n, state):
+        self.seen.update(tuple(c) for c in state.pending)  # a run's start configurations among them
         out = []
         if self.best is not None and self.told >= self.restarts:
             for c in self.space.neighbours(self.best[1], self.kind):
@@ -39,8 +40,8 @@ class NeighbourWalk:
         return out
 
     def observe(self, trials):
-        for t in trials:                        # its proposals, and a run's start configurations first
-            self.seen.add(t.config)
+        for t in trials:                        # its proposals and a run's start configurations
+            self.seen.add(tuple(t.config))
             self.told += 1
             if t.ok and (self.best is None or t.time_ms < self.best[0]):
                 self.best = (t.time_ms, t.config)

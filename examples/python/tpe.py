@@ -46,7 +46,8 @@ class TPE:
         self.seen = set()
         self.obs = []  # (configuration, log time or inf when it failed)
 
-    def propose(self, n):
+    def propose(self, n, state):
+        self.seen.update(tuple(c) for c in state.pending)  # a run's start configurations among them
         out = []
         while len(out) < n:
             c = self._draw() if len(self.obs) >= self.startup else None
@@ -58,7 +59,7 @@ class TPE:
         return out
 
     def observe(self, trials):
-        for t in trials:  # its proposals, and a run's start configurations first
+        for t in trials:  # its proposals and a run's start configurations
             self.seen.add(tuple(t.config))
             self.obs.append((tuple(t.config), math.log(t.time_ms) if t.ok else math.inf))
 

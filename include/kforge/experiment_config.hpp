@@ -1,7 +1,7 @@
 // kf::experiment_spec: an experiment config (YAML or JSON), read and validated.
 //
 // Keys: name, problem, strategy, evaluator, budget, seed, output, batch_size, schedule, start, transfer,
-// plugins (README.md shows one; start: docs/experiments.md; transfer: docs/transfer.md; plugins:
+// plugins (README.md shows one and says what `start` does; transfer: docs/transfer.md; plugins:
 // shared-library plug-ins to load first, docs/plugins.md).
 // Every problem is reported as a kf::config_error naming the file, the line, the key path and the reason;
 // plug-in options are checked against their registry's option table before anything runs.

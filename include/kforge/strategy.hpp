@@ -13,12 +13,14 @@
 // and is held by value in kf::strategy. Contract of propose(): at most n configurations, each valid,
 // pairwise distinct and not seen (neither measured nor pending); fewer (even none) only when the
 // strategy has nothing left to propose. observe() receives every trial of the strategy's proposals,
-// in sequence order, exactly once, and before them the trials of the run's start configurations (an
-// experiment's `start:`, e.g. the problem's default), which the strategy did not propose: they are
-// pending before its first propose() and measured after, so a strategy that consults the state's
-// seen() never proposes them. Every random choice comes from the seed given to initialize(), so
-// the same seed and the same observations give the same proposals (the conformance suite checks all
-// of this for every registered strategy).
+// in sequence order, exactly once; it also receives, exactly once and in the same order, the trials of
+// the run's start configurations (an experiment's `start:`, e.g. the problem's default), which the
+// strategy did not propose. Those are submitted before its first propose() and are seen (pending or
+// measured) at every propose(), so a strategy that consults the state's seen() never proposes them; one
+// that only remembers what it was told (a Python propose(n) without the state) may be asked before a
+// start trial has come back and must not be run with `start:`. Every random choice comes from the seed given
+// to initialize(), so the same seed and the same observations give the same proposals (the conformance suite
+// checks all of this for every registered strategy).
 #pragma once
 
 #include <concepts>

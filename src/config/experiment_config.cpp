@@ -115,7 +115,10 @@ void read_start(const document& doc, experiment_spec& s) {
     } catch (const error& e) {
       doc.at(key).fail(e.what());
     }
-    if (!space.is_valid(c)) doc.at(key).fail(space.describe(c) + " violates the problem's constraints");
+    if (!space.is_valid(c))
+      doc.at(key).fail(
+          space.describe(c) + " is not a valid configuration of the problem (" +
+          (space.explicit_valid_set() ? "not among its recorded ones" : "it violates a constraint") + ")");
     return c;
   };
   const auto& node = doc.root["start"];

@@ -71,6 +71,7 @@ class loop {
         simulated_(eval.simulated_clock()) {}
 
   run_result run(std::uint64_t seed) {
+    check_start();
     strat_.initialize(space_, seed);
     load_stored();
     while (true) {
@@ -190,6 +191,20 @@ class loop {
       pending_.push_back(std::move(c));
     }
     if (!to_eval.empty()) eval_.submit(std::move(to_eval));
+  }
+
+  // run_options::start's precondition (the config reader checks it with the key; API callers may not).
+  void check_start() const {
+    for (std::size_t i = 0; i < opts_.start.size(); ++i) {
+      const auto& c = opts_.start[i];
+      if (c.size() != space_.dimension() || !space_.is_valid(c))
+        throw error("start configuration " + std::to_string(i) +
+                    " is not a valid configuration of the space");
+      if (std::find(opts_.start.begin(), opts_.start.begin() + static_cast<long>(i), c) !=
+          opts_.start.begin() + static_cast<long>(i))
+        throw error("start configuration " + std::to_string(i) +
+                    " repeats an earlier one: " + space_.describe(c));
+    }
   }
 
   bool is_start(const config& c) const {

@@ -128,9 +128,14 @@ json canonical_fingerprint(json fingerprint, const std::filesystem::path& base_d
 
 std::string fingerprint_difference(const json& stored, const json& now) {
   if (stored == now) return "";
-  static const std::pair<const char*, const char*> parts[] = {
-      {"problem", "problem"}, {"strategy", "strategy"},     {"evaluator", "evaluator"},
-      {"seed", "seed"},       {"batch_size", "batch size"}, {"schedule", "schedule"}};
+  static const std::pair<const char*, const char*> parts[] = {{"problem", "problem"},
+                                                              {"strategy", "strategy"},
+                                                              {"evaluator", "evaluator"},
+                                                              {"seed", "seed"},
+                                                              {"batch_size", "batch size"},
+                                                              {"schedule", "schedule"},
+                                                              {"start", "start configurations"},
+                                                              {"transfer", "transfer records"}};
   std::string out;
   const auto part = [](const json& fp, const char* key) {
     return fp.is_object() && fp.contains(key) ? fp[key] : json();

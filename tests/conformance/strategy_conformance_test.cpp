@@ -157,6 +157,29 @@ TEST_P(conformance, takes_start_configurations_it_did_not_propose) {
   }
 }
 
+// The start configurations are among the strategy's own first picks (its second and fifth proposals
+// without them), and the batch is larger than the start list: the strategy is asked while they are
+// still pending and must leave them out.
+TEST_P(conformance, leaves_out_pending_start_configurations_it_would_have_picked) {
+  test::stencil_replay f;
+  budget_spec b;
+  b.evaluations = 8;
+  auto first = strategy_registry().create(GetParam().spec);
+  auto e0 = f.make_evaluator();
+  const auto own = run_loop(f.prob.space, first, e0, b, 13, 8, nullptr, {});
+  ASSERT_EQ(own.history.size(), 8u);
+  run_options o;
+  o.start = {own.history.trials()[1].cfg, own.history.trials()[4].cfg};
+  b.evaluations = 40;
+  auto s = strategy_registry().create(GetParam().spec);
+  auto e = f.make_evaluator();
+  run_result r;
+  ASSERT_NO_THROW(r = run_loop(f.prob.space, s, e, b, 13, 8, nullptr, o)) << GetParam().label;
+  ASSERT_EQ(r.history.size(), 40u) << GetParam().label;
+  EXPECT_EQ(r.history.trials()[0].cfg, o.start[0]);
+  EXPECT_EQ(r.history.trials()[1].cfg, o.start[1]);
+}
+
 std::vector<strategy_case> registered() {
   register_builtins();
   std::vector<strategy_case> out;

@@ -213,6 +213,16 @@ def test_knobs_as_parameters_default_to_the_original_launch():
     assert fake["num_warps"]["default"] == 4 and fake["num_stages"]["default"] == triton_defaults["num_stages"]
 
 
+def test_a_launch_option_a_heuristic_computes_is_no_knob():
+    src = ("import triton\nimport triton.language as tl\n\n"
+           "@triton.heuristics({'num_warps': lambda args: 4 if args['n'] < 1024 else 8})\n"
+           "@triton.jit\ndef k(x, n, B: tl.constexpr):\n    pass\n\n"
+           "def w(x, n):\n    k[(1,)](x, n, B=16)\n")
+    knobs = [(k["kind"], k["name"]) for k in pw.source_ops.find_knobs(src)]
+    assert ("launch_keyword", "num_stages") in knobs and ("launch_keyword", "num_warps") not in knobs
+    assert [p["name"] for p in pw.knobs_as_parameters(src)] == ["B", "num_stages"]
+
+
 def test_start_configurations_are_the_original_then_its_autotune_lists():
     """`start:` is the original's configuration, then the other entries of its autotune lists (round robin
     over the kernels, the rest at their defaults, no repeats), at most `limit` in all."""

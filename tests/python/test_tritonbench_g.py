@@ -251,5 +251,9 @@ def test_the_autotune_record_names_each_autotuned_kernels_choices():
                       "kernels": {"tuned": {"configs": 2, "keys": 2, "chosen": [str(configs[1])]}}}
 
 
-def test_final_json_counts_the_searches_start_configurations():
+def test_final_json_counts_the_searches_start_configurations_and_says_if_the_first_is_the_original():
     assert [measure.start_count(e) for e in ({}, {"start": "default"}, {"start": ["default", {"B": 1}]})] == [0, 1, 2]
+    launch = {"name": "num_warps", "values": [1, 4], "default": 4, "knob": {"launch": "w"}}
+    assert program_worker.start_is_original([launch])
+    assert not program_worker.start_is_original([{**launch, "knob": {"autotune": "k"}}])
+    assert not program_worker.start_is_original([{k: v for k, v in launch.items() if k != "default"}])

@@ -245,7 +245,12 @@ def test_why_not_improved_classes(campaign):
     fastest = min((t for t in other.trials["kforge"] if t["status"] == "ok"), key=lambda t: t["time_ms"])
     assert fastest["sequence"] == 0
     other.final.start_configurations = 1
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"  # not the original's
+    other.final.start_is_original = True
     assert report.why_not_improved(other, report.outcome(other, "kforge")) == "original_best"
+    other.autotuned = True  # its original is Triton's autotuner, whatever the start
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
+    other.autotuned = False
     fastest["sequence"] = 7
     assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
     # A search that finished no trial (bgmv_expand_slice, 2026-12-07: its set-up took the 30 s) is not

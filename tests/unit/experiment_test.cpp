@@ -195,6 +195,34 @@ TEST(experiment, start_configurations_come_first_and_resume) {
   EXPECT_EQ(configs_of(r.history), configs_of(ref.history));
 }
 
+// A strategy that proposes a start configuration breaks its contract; the error says it was one. Start
+// configurations that are invalid or repeated are misuse of run_loop.
+TEST(experiment, proposing_a_start_configuration_is_a_contract_error_that_says_so) {
+  test::stencil_replay f;
+  run_options o;
+  o.start = {f.prob.space.valid().at(0)};
+  budget_spec b;
+  b.evaluations = 5;
+  for (std::size_t batch : {1, 2}) {  // asked after the start trial came back; asked while it runs
+    strategy s(repeats_itself{}, "repeats_itself");
+    auto e = f.make_evaluator();
+    try {
+      run_loop(f.prob.space, s, e, b, 1, batch, nullptr, o);
+      ADD_FAILURE() << "no error with batch " << batch;
+    } catch (const error& ex) {
+      const std::string what = ex.what();
+      EXPECT_NE(what.find(batch == 1 ? "already measured" : "still in flight"), std::string::npos) << what;
+      EXPECT_NE(what.find("a start configuration of the run"), std::string::npos) << what;
+    }
+  }
+  auto e = f.make_evaluator();
+  auto s = strategy_registry().create({"random", {}, {}});
+  o.start = {f.prob.space.valid().at(0), f.prob.space.valid().at(0)};
+  EXPECT_THROW(run_loop(f.prob.space, s, e, b, 1, 1, nullptr, o), error);
+  o.start = {config(f.prob.space.dimension(), 9999)};
+  EXPECT_THROW(run_loop(f.prob.space, s, e, b, 1, 1, nullptr, o), error);
+}
+
 // The `start` key: `default` (the problem's own configuration), mappings, and its misuse, each an error
 // at the key; the start configurations are part of the run's identity (fingerprint).
 TEST(experiment, start_key_reads_default_and_mappings_and_rejects_misuse) {

@@ -205,6 +205,16 @@ TEST(run_folders, resume_compares_canonical_paths_and_names_what_differs) {
                           "{\"population_size\": 6}, \"type\": \"ga\"})"),
             std::string::npos)
       << r.output;
+  test::write_file(
+      tmp.path() / "s.yaml",
+      experiment(stencil("cache.json"), 20, 0,
+                 out + "start: [{block_size_x: 32, block_size_y: 8, tile_size_x: 1, tile_size_y: 1, "
+                       "use_shared: 0}]\n"));
+  r = test::run_command(kforge + " run --quiet --resume " + (tmp.path() / "s.yaml").string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("start configurations differs (stored null, now [{\"block_size_x\": 32"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(run_folders, sigint_ends_the_run_cleanly_with_the_command_that_resumes_it) {

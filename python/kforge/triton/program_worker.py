@@ -1003,6 +1003,13 @@ def knobs_as_parameters(source: str) -> list[dict]:
     return params
 
 
+def start_is_original(parameters: list[dict]) -> bool:
+    """Whether the default configuration of ``parameters`` (knobs_as_parameters') is what the original
+    program runs: every parameter has a default (a literal the source writes, or the launch option Triton
+    implies) and none is an autotune or heuristic knob (the original chooses those itself, per call)."""
+    return all("default" in p and not ({"autotune", "heuristic"} & set(p["knob"])) for p in parameters)
+
+
 # At most this many start configurations (the default included): a 30 s TritonBench-G search with four
 # workers finishes from 6 to a few hundred trials (2026-12-07), and an autotune list can hold hundreds.
 START_LIMIT = 8

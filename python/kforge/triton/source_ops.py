@@ -462,7 +462,9 @@ def find_knobs(source: str) -> list[dict]:
     booleans for a flag).
 
     Launches of autotuned kernels have no ``launch_constexpr``/``launch_keyword`` knobs: the autotune
-    configurations own those values.
+    configurations own those values; nor has a ``num_warps``/``num_stages`` that the kernel's
+    ``@triton.heuristics`` computes (it overrides the launch's keyword: TritonBench-G's uniform_sampling
+    and softmax_flaggems).
     """
     module = Module(source)
     knobs = []
@@ -497,6 +499,8 @@ def _launch_knobs(module: Module, launch: Launch) -> list[dict]:
         if isinstance(value, ast.Constant):
             knobs.append(_knob("launch_constexpr", launch.site, kernel.name, name, value.value))
     for option in ("num_warps", "num_stages"):
+        if option in heuristic:  # @triton.heuristics sets it over the launch's keyword: no knob there
+            continue
         keyword = launch.keyword(option)
         current = keyword.value.value if keyword is not None and isinstance(keyword.value, ast.Constant) \
             else None

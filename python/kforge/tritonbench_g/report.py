@@ -189,6 +189,10 @@ class Final:
     # configurations each search evaluated first (final.json's ``start_configurations``, since 2026-12-07:
     # 1, the original's own; older runs started from the strategy's draws, 0)
     start_configurations: int = 0
+    # whether the first start configuration is what the original runs (final.json's ``start_is_original``,
+    # program_worker.start_is_original: no autotune or heuristic knob, every parameter's default the
+    # source's or Triton's); False where not recorded
+    start_is_original: bool = False
     # CUPTI metrics on the largest size (final.json's ``cupti``): program name -> {metric: value}; older
     # final.json files and runs where the profiler could not run have none.
     cupti: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
@@ -257,6 +261,9 @@ def parse_final(data: Any, path: Path) -> Final:
     workers = data.get("workers_per_device", 2)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ReportError(f"{path}: 'workers_per_device' must be a positive integer")
+    start_is_original = data.get("start_is_original", False)
+    if not isinstance(start_is_original, bool):
+        raise ReportError(f"{path}: 'start_is_original' must be true or false")
     starts = data.get("start_configurations", 0)
     if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
         raise ReportError(f"{path}: 'start_configurations' must be a non-negative integer")
@@ -270,7 +277,7 @@ def parse_final(data: Any, path: Path) -> Final:
     if not isinstance(autotune, dict) or not isinstance(autotune.get("kernels", {}), dict):
         raise ReportError(f"{path}: 'autotune' must be an object with 'kernels' (an object)")
     return Final(ops_at_once=ops_at_once, arms_together=arms_together, workers_per_device=workers, gpu=gpu,
-                 start_configurations=starts, cupti=cupti_programs,
+                 start_configurations=starts, start_is_original=start_is_original, cupti=cupti_programs,
                  autotune_first_calls_s=_optional_number(autotune.get("first_calls_s"), path,
                                                          "autotune.first_calls_s"),
                  original_unstable_elements=_optional_number(original.get("unstable_elements"), path,
@@ -498,8 +505,9 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
       program evaluator's ``compile_timeout_s`` (the knobs' large values cost the search its time);
     - ``knobs_without_effect``: at least two ok trials and slowest / fastest < 1.05;
     - ``original_best``: the search started from the original's configuration (final.json's
-      ``start_configurations``) and its fastest ok trial is that one: nothing faster was found (not for
-      an ``@triton.autotune`` original, whose start is its list's first entry, not what it runs);
+      ``start_configurations`` and ``start_is_original``: not for an ``@triton.autotune`` original, whose
+      start is its list's first entry, nor for a launch option the source computes) and its fastest ok
+      trial is that one: nothing faster was found;
     - ``search_too_short``: the fastest ok trial finished in the last 25% of the search's clock;
     - ``other``: none of these.
     """
@@ -522,7 +530,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     times = ok_times(trials or [])
     if len(times) >= 2 and max(t for t, _ in times) / min(t for t, _ in times) < NO_EFFECT_SPAN:
         return "knobs_without_effect"
-    if operator.final and operator.final.start_configurations and trials and not operator.autotuned:
+    if operator.final and operator.final.start_is_original and operator.final.start_configurations and trials \
+            and not operator.autotuned:
         fastest = min((t for t in trials if t["status"] == "ok" and isinstance(t.get("time_ms"), (int, float))),
                       key=lambda t: t["time_ms"], default=None)
         if fastest is not None and isinstance(fastest.get("sequence"), int) \
