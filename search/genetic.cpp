@@ -17,7 +17,7 @@ void genetic::initialize(const search_space&, std::uint64_t seed) {
   from_prior_ = 0;
   population_.clear();
   offspring_.clear();
-  awaiting_ = 0;
+  awaiting_.clear();
   exhausted_ = false;
 }
 
@@ -137,8 +137,8 @@ std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
   };
   // Initial population: uniform valid draws.
   if (population_.empty()) {
-    const std::size_t want = opt_.population_size > offspring_.size() + awaiting_
-                                 ? opt_.population_size - offspring_.size() - awaiting_
+    const std::size_t want = opt_.population_size > offspring_.size() + awaiting_.size()
+                                 ? opt_.population_size - offspring_.size() - awaiting_.size()
                                  : 0;
     while (out.size() < std::min(n, want) && from_prior_ < opt_.transfer_initial) {
       auto c = best_unseen_by_prior(s, prior_, out);
@@ -148,7 +148,7 @@ std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
     }
     while (out.size() < std::min(n, want))
       if (!add_random()) break;
-    awaiting_ += out.size();
+    awaiting_.insert(out.begin(), out.end());
     return out;
   }
   std::size_t attempts = 0;
@@ -181,7 +181,7 @@ std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
       if (std::none_of(offspring_.begin(), offspring_.end(), [&](const member& m) { return m.cfg == c; }) &&
           std::none_of(population_.begin(), population_.end(), [&](const member& m) { return m.cfg == c; })) {
         offspring_.push_back({c, fitness(*t)});
-        if (offspring_.size() >= generation_size() && awaiting_ == 0) next_generation();
+        if (offspring_.size() >= generation_size() && awaiting_.empty()) next_generation();
       }
       continue;
     }
@@ -190,18 +190,18 @@ std::vector<config> genetic::propose(const search_state& s, std::size_t n) {
   }
   while (out.size() < n && attempts >= 50 * n + 100)  // stuck: fill with fresh random configurations
     if (!add_random()) break;
-  awaiting_ += out.size();
+  awaiting_.insert(out.begin(), out.end());
   return out;
 }
 
 void genetic::observe(const search_state&, std::span<const trial> done) {
   for (const auto& t : done) {
     offspring_.push_back({t.cfg, fitness(t)});
-    if (awaiting_ > 0) --awaiting_;
+    awaiting_.erase(t.cfg);  // a run's start configuration is none of its own
   }
   if (population_.empty()) {
     // The initial population forms once it is complete (or the space ran out of configurations).
-    if (awaiting_ == 0 && !offspring_.empty() && (offspring_.size() >= opt_.population_size || exhausted_)) {
+    if (awaiting_.empty() && !offspring_.empty() && (offspring_.size() >= opt_.population_size || exhausted_)) {
       population_ = std::move(offspring_);
       offspring_.clear();
       std::stable_sort(population_.begin(), population_.end(),
@@ -209,7 +209,7 @@ void genetic::observe(const search_state&, std::span<const trial> done) {
     }
     return;
   }
-  if (offspring_.size() >= generation_size() && awaiting_ == 0) next_generation();
+  if (offspring_.size() >= generation_size() && awaiting_.empty()) next_generation();
 }
 
 void genetic::next_generation() {

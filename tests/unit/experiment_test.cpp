@@ -198,6 +198,7 @@ TEST(experiment, start_configurations_come_first_and_resume) {
 // A strategy that proposes a start configuration breaks its contract; the error says it was one. Start
 // configurations that are invalid or repeated are misuse of run_loop.
 TEST(experiment, proposing_a_start_configuration_is_a_contract_error_that_says_so) {
+  register_builtins();
   test::stencil_replay f;
   run_options o;
   o.start = {f.prob.space.valid().at(0)};

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,7 @@ class genetic {
   rng rng_{0};
   std::vector<member> population_;  // sorted best first
   std::vector<member> offspring_;   // evaluated (or known) children of the current generation
-  std::size_t awaiting_ = 0;        // proposed children not yet observed
+  std::set<config> awaiting_;       // its proposals not yet observed
   bool exhausted_ = false;
   transfer_prior prior_;
   std::size_t from_prior_ = 0;  // initial members taken from the prior so far
