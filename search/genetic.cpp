@@ -201,7 +201,8 @@ void genetic::observe(const search_state&, std::span<const trial> done) {
   }
   if (population_.empty()) {
     // The initial population forms once it is complete (or the space ran out of configurations).
-    if (awaiting_.empty() && !offspring_.empty() && (offspring_.size() >= opt_.population_size || exhausted_)) {
+    if (awaiting_.empty() && !offspring_.empty() &&
+        (offspring_.size() >= opt_.population_size || exhausted_)) {
       population_ = std::move(offspring_);
       offspring_.clear();
       std::stable_sort(population_.begin(), population_.end(),
