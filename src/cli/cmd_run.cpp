@@ -214,8 +214,9 @@ int run_and_report(experiment_spec& spec, const po::variables_map& vm, const std
   spec.output = choose_run_folder(spec, resume, &std::cerr);
   out << "kforge run: " << spec.name << " | problem " << spec.prob.source_kind << " " << spec.prob.source_file
       << " (" << spec.prob.space.dimension() << " parameters) | strategy " << spec.strategy.type
-      << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed << " | output "
-      << spec.output.string() << "\n";
+      << " | evaluator " << spec.evaluator.type << " | seed " << spec.seed;
+  if (!spec.start.empty()) out << " | start " << spec.start.size() << " configuration(s)";
+  out << " | output " << spec.output.string() << "\n";
   progress_reporter progress(stdout_is_tty());
   run_options opts;
   if (distributed) {
