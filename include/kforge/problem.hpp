@@ -78,8 +78,8 @@ problem load_problem(const document& doc, const std::string& key_path);
 
 /// The configuration the problem states as its own: a kernel description's or a program's `default`s
 /// (each parameter's first value where it gives none; for a program imported from its source, the values
-/// the original runs with), a T1 file's `Default`s. nullopt for a problem that states none (a cache
-/// recording, a T1 file whose kernel kforge cannot evaluate).
+/// the original runs with), a T1 file's `Default`s (the nearest valid configuration where they violate
+/// its conditions). nullopt for a problem that states none (a cache recording).
 std::optional<config> default_configuration(const problem& p);
 
 }  // namespace kf

@@ -53,4 +53,8 @@ config resolve_defaults(const document& doc, const search_space& space,
                                           const std::vector<std::optional<value>>& defaults,
                                           const std::string& params_key);
 
+/// A T1 file's default configuration: its `Default` values where they are values of the space; when
+/// that violates the constraints, the valid configuration that changes the fewest parameters.
+config t1_defaults(const document& doc, const search_space& space);
+
 }  // namespace kf::kernel_parse

@@ -7,6 +7,7 @@
 #include "kforge/error.hpp"
 #include "kforge/expr.hpp"
 #include "kforge/recorded.hpp"
+#include "config/kernel_parse.hpp"
 
 namespace kf {
 
@@ -284,6 +285,8 @@ problem load_problem(const document& doc, const std::string& key_path) {
 std::optional<config> default_configuration(const problem& p) {
   if (p.program_desc) return p.program_desc->defaults;
   if (p.kernel_desc) return p.kernel_desc->defaults;
+  // A T1 file whose kernel is not attached (none, or one kforge cannot build) still states Defaults.
+  if (p.source_kind == "t1") return kernel_parse::t1_defaults(load_document(p.source_file), p.space);
   return std::nullopt;
 }
 

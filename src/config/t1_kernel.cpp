@@ -158,30 +158,6 @@ void apply_argument_override(const document& cfg, const json& o, const std::stri
   }
 }
 
-// The default configuration: T1 Defaults where they are values; when that violates the constraints,
-// the valid configuration that changes the fewest parameters (the first such in the valid order).
-config t1_defaults(const document& doc, const search_space& space) {
-  config c(space.dimension(), 0);
-  const auto& tps = doc.root.at("ConfigurationSpace").at("TuningParameters");
-  for (std::size_t i = 0; i < space.dimension() && i < tps.size(); ++i)
-    if (tps[i].contains("Default")) try {
-        if (auto idx = space.value_index(i, from_json(tps[i]["Default"]))) c[i] = *idx;
-      } catch (const error&) {
-      }
-  if (space.is_valid(c)) return c;
-  const auto& valid = space.valid();
-  if (valid.size() == 0) doc.at("ConfigurationSpace").fail("no configuration satisfies the conditions");
-  std::size_t best_i = 0, best_d = space.dimension() + 1;
-  for (std::size_t i = 0; i < valid.size() && best_d > 1; ++i) {
-    const auto v = valid.at(i);
-    std::size_t d = 0;
-    for (std::size_t p = 0; p < v.size(); ++p)
-      d += v[p] != c[p];
-    if (d < best_d) best_d = d, best_i = i;
-  }
-  return valid.at(best_i);
-}
-
 // The source: the kernel file(s), after an optional prelude include.
 void read_sources(const document& t1, const document* cfg, const json* over, const std::string& pk,
                   kernel_spec& k, bool opencl) {
@@ -386,6 +362,31 @@ void read_arguments(const document& t1, const json& spec, const document* cfg, c
 }
 
 }  // namespace
+
+// The default configuration: T1 Defaults where they are values; when that violates the constraints,
+// the valid configuration that changes the fewest parameters (the first such in the valid order).
+config kernel_parse::t1_defaults(const document& doc, const search_space& space) {
+  config c(space.dimension(), 0);
+  const auto& tps = doc.root.at("ConfigurationSpace").at("TuningParameters");
+  for (std::size_t i = 0; i < space.dimension() && i < tps.size(); ++i)
+    if (tps[i].contains("Default")) try {
+        if (auto idx = space.value_index(i, from_json(tps[i]["Default"]))) c[i] = *idx;
+      } catch (const error&) {
+      }
+  if (space.is_valid(c)) return c;
+  const auto& valid = space.valid();
+  if (valid.size() == 0) doc.at("ConfigurationSpace").fail("no configuration satisfies the conditions");
+  std::size_t best_i = 0, best_d = space.dimension() + 1;
+  for (std::size_t i = 0; i < valid.size() && best_d > 1; ++i) {
+    const auto v = valid.at(i);
+    std::size_t d = 0;
+    for (std::size_t p = 0; p < v.size(); ++p)
+      d += v[p] != c[p];
+    if (d < best_d) best_d = d, best_i = i;
+  }
+  return valid.at(best_i);
+}
+
 
 kernel_spec t1_kernel_spec(const document& t1, const search_space& space, const document* cfg,
                            const std::string& problem_key) {

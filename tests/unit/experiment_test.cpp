@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "kforge/error.hpp"
@@ -266,6 +267,14 @@ TEST(experiment, start_key_reads_default_and_mappings_and_rejects_misuse) {
     }
   };
   fails("{cache: " + cache + "}", "default", "start", "states no default configuration");
+  // A T1 file without a kernel (replay only) still states its Defaults.
+  auto bare = nlohmann::json::parse(std::ifstream(t1));
+  bare.erase("KernelSpecification");
+  const auto bare_t1 = test::write_file(tmp.path() / "bare.json", bare.dump());
+  const auto b = load("{t1: " + bare_t1.string() + "}", "default");
+  ASSERT_FALSE(b.prob.kernel_desc);
+  ASSERT_EQ(b.start.size(), 1u);
+  EXPECT_EQ(b.start[0], d.start[0]);
   fails("{t1: " + t1 + "}", "[]", "start", "non-empty list");
   fails("{t1: " + t1 + "}", "[default, default]", "start[1]", "already an earlier entry");
   fails("{t1: " + t1 + "}", "[{block_size_z: 1}]", "start[0].block_size_z", "not a parameter");
