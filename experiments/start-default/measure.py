@@ -4,7 +4,9 @@ with and without `start: default`, seeds 1..SEEDS, EVALS evaluations each. Print
 median over seeds of the best time found after 10/25/50/100 evaluations as a fraction of the recording's
 optimum (1.00 = the optimum), and the default configuration's own fraction.
 
-    PYTHONPATH=build/python:python .venv/bin/python experiments/start-default/measure.py [SEEDS] [EVALS]
+    PYTHONPATH=build/python:python .venv/bin/python experiments/start-default/measure.py [SEEDS] [EVALS] [STRATEGIES]
+
+STRATEGIES: a JSON list of strategy specs (a name or {type, params}; default ["hybrid", "random"]).
 
 Reads ../shared/data/tuning-spaces at run time (never copied)."""
 import gzip
@@ -40,14 +42,14 @@ def best_after(trials, marks):
     return out
 
 
-def main(seeds: int, evals: int) -> None:
+def main(seeds: int, evals: int, strategies: list) -> None:
     print(f"| space | strategy | start | " + " | ".join(f"after {m}" for m in MARKS) + " |")
     print("|---|---|---|" + "---|" * len(MARKS))
     with tempfile.TemporaryDirectory() as tmp:
         for kernel, gpu in SPACES:
             recording = os.path.join(HUB, kernel, gpu + ".json.gz")
             best_known = optimum(recording)
-            for strategy in ("hybrid", "random"):
+            for strategy in strategies:
                 for start in (None, "default"):
                     rows = {m: [] for m in MARKS}
                     for seed in range(1, seeds + 1):
@@ -57,7 +59,7 @@ def main(seeds: int, evals: int) -> None:
                                   "budget": {"evaluations": evals}, "seed": seed}
                         if start:
                             config["start"] = start
-                        out = os.path.join(tmp, f"{kernel}-{gpu}-{strategy}-{start}-{seed}")
+                        out = os.path.join(tmp, f"{kernel}-{gpu}-{len(os.listdir(tmp))}")
                         r = kforge.run(config, output=out)
                         if start and seed == 1:
                             first = r.trials[0]
@@ -66,8 +68,10 @@ def main(seeds: int, evals: int) -> None:
                             rows[m].append(best_known / b if b < float("inf") else 0.0)
                     cells = [f"{statistics.median(rows[m]):.3f}" if rows[m] else "-" for m in MARKS]
                     label = f"default ({default_fraction:.3f})" if start else "none"
-                    print(f"| {kernel}/{gpu} | {strategy} | {label} | " + " | ".join(cells) + " |", flush=True)
+                    name = strategy if isinstance(strategy, str) else json.dumps(strategy, separators=(",", ":"))
+                    print(f"| {kernel}/{gpu} | {name} | {label} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10, int(sys.argv[2]) if len(sys.argv) > 2 else 100)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10, int(sys.argv[2]) if len(sys.argv) > 2 else 100,
+         json.loads(sys.argv[3]) if len(sys.argv) > 3 else ["hybrid", "random"])
