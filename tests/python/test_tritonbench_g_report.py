@@ -479,3 +479,17 @@ def test_cupti_throughput_marks_the_original_at_bound_and_goes_to_the_csv(campai
     path.write_text(json.dumps({**json.loads(path.read_text()), "cupti": {"error": "no driver"}}))
     other = next(o for o in loaded(campaign) if o.op == "op_other")
     assert other.final.cupti == {} and report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
+
+
+@pytest.mark.parametrize("key, bad, words", [
+    ("ops_at_once", 0, "'ops_at_once' must be a positive integer"),
+    ("workers_per_device", True, "'workers_per_device' must be a positive integer"),
+    ("start_configurations", -1, "'start_configurations' must be a non-negative integer"),
+    ("arms_together", 1, "'arms_together' must be true or false"),
+    ("start_is_original", "yes", "'start_is_original' must be true or false")])
+def test_final_json_fields_of_the_campaigns_settings_are_checked(key, bad, words):
+    good = report.parse_final(final("op", [1.0], {}), Path("final.json"))
+    assert (good.ops_at_once, good.workers_per_device, good.start_configurations, good.arms_together,
+            good.start_is_original) == (1, 2, 0, False, False)  # the defaults of files that lack them
+    with pytest.raises(report.ReportError, match=words):
+        report.parse_final({**final("op", [1.0], {}), key: bad}, Path("final.json"))

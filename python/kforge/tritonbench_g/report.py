@@ -227,6 +227,23 @@ def _optional_number(value: Any, path: Path, what: str) -> float | None:
     return float(value)
 
 
+def _flag(data: dict, key: str, path: Path) -> bool:
+    """final.json's boolean ``key`` (absent: False); ReportError for anything else."""
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise ReportError(f"{path}: '{key}' must be true or false")
+    return value
+
+
+def _whole(data: dict, key: str, default: int, least: int, path: Path) -> int:
+    """final.json's integer ``key`` of at least ``least`` (absent: ``default``); ReportError otherwise."""
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        kind = "positive" if least == 1 else "non-negative"
+        raise ReportError(f"{path}: '{key}' must be a {kind} integer")
+    return value
+
+
 def parse_final(data: Any, path: Path) -> Final:
     """final.json's content checked and typed; ReportError naming the field that does not fit."""
     if not isinstance(data, dict) or not isinstance(data.get("sizes"), list) or \
@@ -249,24 +266,9 @@ def parse_final(data: Any, path: Path) -> Final:
             search_gpu_s=_optional_number(c.get("search_gpu_s"), path, f"candidates.{method}.search_gpu_s"),
             trials=trials)
     peak = data.get("peak") or {}
-    ops_at_once = data.get("ops_at_once", 1)
     gpu = data.get("gpu")
     if gpu is not None and not isinstance(gpu, str):
         raise ReportError(f"{path}: 'gpu' must be a string (the card's name)")
-    if isinstance(ops_at_once, bool) or not isinstance(ops_at_once, int) or ops_at_once < 1:
-        raise ReportError(f"{path}: 'ops_at_once' must be a positive integer")
-    arms_together = data.get("arms_together", False)
-    if not isinstance(arms_together, bool):
-        raise ReportError(f"{path}: 'arms_together' must be true or false")
-    workers = data.get("workers_per_device", 2)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ReportError(f"{path}: 'workers_per_device' must be a positive integer")
-    start_is_original = data.get("start_is_original", False)
-    if not isinstance(start_is_original, bool):
-        raise ReportError(f"{path}: 'start_is_original' must be true or false")
-    starts = data.get("start_configurations", 0)
-    if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
-        raise ReportError(f"{path}: 'start_configurations' must be a non-negative integer")
     cupti = data.get("cupti") or {}
     if not isinstance(cupti, dict):
         raise ReportError(f"{path}: 'cupti' must be an object")
@@ -276,8 +278,10 @@ def parse_final(data: Any, path: Path) -> Final:
     autotune = {} if autotune is None else autotune
     if not isinstance(autotune, dict) or not isinstance(autotune.get("kernels", {}), dict):
         raise ReportError(f"{path}: 'autotune' must be an object with 'kernels' (an object)")
-    return Final(ops_at_once=ops_at_once, arms_together=arms_together, workers_per_device=workers, gpu=gpu,
-                 start_configurations=starts, start_is_original=start_is_original, cupti=cupti_programs,
+    return Final(ops_at_once=_whole(data, "ops_at_once", 1, 1, path), arms_together=_flag(data, "arms_together", path),
+                 workers_per_device=_whole(data, "workers_per_device", 2, 1, path), gpu=gpu,
+                 start_configurations=_whole(data, "start_configurations", 0, 0, path),
+                 start_is_original=_flag(data, "start_is_original", path), cupti=cupti_programs,
                  autotune_first_calls_s=_optional_number(autotune.get("first_calls_s"), path,
                                                          "autotune.first_calls_s"),
                  original_unstable_elements=_optional_number(original.get("unstable_elements"), path,
@@ -476,10 +480,14 @@ def original_at_bound(final: Final) -> bool:
             any(v is not None and v >= AT_BOUND_CUPTI_PCT for v in cupti))
 
 
+def timed_ok(trial: dict) -> bool:
+    """An ok trial that has a time."""
+    return trial["status"] == "ok" and isinstance(trial.get("time_ms"), (int, float)) and trial["time_ms"] > 0
+
+
 def ok_times(trials: list[dict]) -> list[tuple[float, float]]:
     """(time_ms, clock_s) of the ok trials that have a time."""
-    return [(float(t["time_ms"]), float(t.get("clock_s") or 0.0)) for t in trials
-            if t["status"] == "ok" and isinstance(t.get("time_ms"), (int, float)) and t["time_ms"] > 0]
+    return [(float(t["time_ms"]), float(t.get("clock_s") or 0.0)) for t in trials if timed_ok(t)]
 
 
 def compile_timeouts(trials: list[dict]) -> int:
@@ -532,8 +540,7 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
         return "knobs_without_effect"
     if operator.final and operator.final.start_is_original and operator.final.start_configurations and trials \
             and not operator.autotuned:
-        fastest = min((t for t in trials if t["status"] == "ok" and isinstance(t.get("time_ms"), (int, float))),
-                      key=lambda t: t["time_ms"], default=None)
+        fastest = min(filter(timed_ok, trials), key=lambda t: t["time_ms"], default=None)
         if fastest is not None and isinstance(fastest.get("sequence"), int) \
                 and fastest["sequence"] < operator.final.start_configurations:
             return "original_best"
