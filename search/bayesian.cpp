@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <unordered_set>
 
 #include "kforge/error.hpp"
 #include "kforge/strategies/common.hpp"
@@ -309,7 +310,7 @@ void bayesian::initialize(const search_space& space, std::uint64_t seed) {
   metric_log_.assign(opt_.metric_features.size(), false);
   model_.reset();
   modelled_ = fitted_at_ = built_at_ = 0;
-  enumerated_ = space.cartesian_size() <= 1e9 && space.valid().size() <= 5'000'000;
+  enumerated_ = space.valid_if_enumerable(5'000'000) != nullptr;
   if (enumerated_) {
     const auto& vs = space.valid();
     const std::size_t pd = base_dim_;
@@ -317,7 +318,7 @@ void bayesian::initialize(const search_space& space, std::uint64_t seed) {
     config c(space.dimension());
     std::vector<double> row(pd);
     for (std::size_t i = 0; i < vs.size(); ++i) {
-      vs.decode(vs.ranks()[i], c);
+      vs.decode(vs.rank(i), c);
       encode_base(c, row);
       for (std::size_t j = 0; j < pd; ++j)
         encoded_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = row[j];
@@ -563,21 +564,14 @@ std::vector<std::size_t> bayesian::candidates(const search_state& s, const std::
   if (unvisited <= opt_.max_candidates) {
     config c(s.space().dimension());
     for (std::size_t i = 0; i < vs.size(); ++i) {
-      vs.decode(vs.ranks()[i], c);
+      vs.decode(vs.rank(i), c);
       if (fresh(c)) out.push_back(i);
     }
     return out;
   }
   // A random sample, plus the one-parameter neighbours of the five best configurations.
-  std::vector<std::size_t> best(obs_.size());
-  std::iota(best.begin(), best.end(), 0);
-  std::stable_sort(best.begin(), best.end(), [&](auto a, auto b) {
-    const double x = std::isnan(obs_[a].log_time) ? INFINITY : obs_[a].log_time;
-    const double y = std::isnan(obs_[b].log_time) ? INFINITY : obs_[b].log_time;
-    return x < y;
-  });
-  for (std::size_t k = 0; k < std::min<std::size_t>(5, best.size()); ++k)
-    for (const auto& n : s.space().neighbours(obs_[best[k]].cfg, neighbourhood::hamming))
+  for (const auto b : best_observations(5))
+    for (const auto& n : s.space().neighbours(obs_[b].cfg, neighbourhood::hamming))
       if (fresh(n)) {
         if (auto idx = vs.index_of(n)) out.push_back(*idx);
       }
@@ -590,6 +584,39 @@ std::vector<std::size_t> bayesian::candidates(const search_state& s, const std::
   return out;
 }
 
+std::vector<std::size_t> bayesian::best_observations(std::size_t k) const {
+  std::vector<std::size_t> best(obs_.size());
+  std::iota(best.begin(), best.end(), 0);
+  std::stable_sort(best.begin(), best.end(), [&](auto a, auto b) {
+    const double x = std::isnan(obs_[a].log_time) ? INFINITY : obs_[a].log_time;
+    const double y = std::isnan(obs_[b].log_time) ? INFINITY : obs_[b].log_time;
+    return x < y;
+  });
+  best.resize(std::min(k, best.size()));
+  return best;
+}
+
+std::vector<config> bayesian::sampled_candidates(const search_state& s, const std::vector<config>& taken) {
+  const auto& space = s.space();
+  std::unordered_set<config, config_hash> picked(taken.begin(), taken.end());
+  std::vector<config> out;
+  auto add = [&](config c) {
+    if (!s.seen(c) && picked.insert(c).second) out.push_back(std::move(c));
+  };
+  // The one-parameter neighbours of the five best configurations, then uniform draws.
+  for (const auto b : best_observations(5))
+    for (auto& c : space.neighbours(obs_[b].cfg, neighbourhood::hamming))
+      add(std::move(c));
+  for (std::size_t tries = 0; out.size() < opt_.max_candidates && tries < 2 * opt_.max_candidates; ++tries) {
+    try {
+      add(space.sample(rng_, 1000));
+    } catch (const error&) {
+      break;  // no valid configuration in 1000 draws: the neighbours are the candidates
+    }
+  }
+  return out;
+}
+
 std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
   std::vector<config> out;
   // Initial design: the transfer prior's best first, then uniform draws (uniform draws also on spaces
@@ -599,23 +626,38 @@ std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
     if (!c) break;
     out.push_back(std::move(*c));
   }
-  while (out.size() < n && (obs_.size() + out.size() < opt_.initial_samples || !enumerated_)) {
+  while (out.size() < n && obs_.size() + out.size() < opt_.initial_samples) {
     auto c = draw_unseen(s, rng_, out);
     if (!c) return out;
     out.push_back(std::move(*c));
   }
   if (out.size() == n) return out;
   update_model();
-  auto cand = candidates(s, out);
-  if (cand.empty()) return out;
-  Eigen::MatrixXd X(static_cast<Eigen::Index>(cand.size()), static_cast<Eigen::Index>(dim_));
+  // The candidates: indices into the valid set (enumerated, encodings precomputed), or a sample of the
+  // space and the best configurations' neighbours (a space too large to enumerate), encoded here.
+  std::vector<std::size_t> cand;
+  std::vector<config> cand_cfg;
+  if (enumerated_) {
+    cand = candidates(s, out);
+    const auto& vs = s.space().valid();
+    for (auto i : cand)
+      cand_cfg.push_back(vs.at(i));
+  } else {
+    cand_cfg = sampled_candidates(s, out);
+  }
+  if (cand_cfg.empty()) return out;
+  Eigen::MatrixXd X(static_cast<Eigen::Index>(cand_cfg.size()), static_cast<Eigen::Index>(dim_));
   const auto pd = static_cast<Eigen::Index>(base_dim_);
-  const auto& vs = s.space().valid();
-  std::vector<config> cand_cfg(cand.size());
-  for (std::size_t i = 0; i < cand.size(); ++i) {
-    cand_cfg[i] = vs.at(cand[i]);
+  std::vector<double> base_row(base_dim_);
+  for (std::size_t i = 0; i < cand_cfg.size(); ++i) {
     const auto r = static_cast<Eigen::Index>(i);
-    X.row(r).head(pd) = encoded_.row(static_cast<Eigen::Index>(cand[i]));
+    if (enumerated_) {
+      X.row(r).head(pd) = encoded_.row(static_cast<Eigen::Index>(cand[i]));
+    } else {
+      encode_base(cand_cfg[i], base_row);
+      for (Eigen::Index j = 0; j < pd; ++j)
+        X(r, j) = base_row[static_cast<std::size_t>(j)];
+    }
     for (std::size_t k = 0; k < opt_.static_features.size(); ++k)
       X(r, static_cast<Eigen::Index>(static_offset_ + k)) = static_feature(k, cand_cfg[i]);
     for (std::size_t k = 0; k < opt_.metric_outputs.size(); ++k)
@@ -623,7 +665,7 @@ std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
   }
   // Metric features of the candidates: the auxiliary GPs' means, scaled like the measured ones.
   for (std::size_t k = 0; k < opt_.metric_features.size(); ++k) {
-    Eigen::VectorXd m(static_cast<Eigen::Index>(cand.size()));
+    Eigen::VectorXd m(static_cast<Eigen::Index>(cand_cfg.size()));
     if (k < metric_models_.size() && metric_models_[k] && metric_models_[k]->size() > 0)
       metric_models_[k]->predict_mean(X.leftCols(pd), m);
     else
@@ -649,7 +691,7 @@ std::vector<config> bayesian::propose(const search_state& s, std::size_t n) {
   }
   const gp* m = model_.get();
   std::unique_ptr<gp> conditioned;
-  std::vector<bool> used(cand.size(), false);
+  std::vector<bool> used(cand_cfg.size(), false);
   while (out.size() < n) {
     const auto sel = acquisition::select(*m, X, spec, 8, &rng_);
     std::optional<std::size_t> pick;

@@ -1,17 +1,34 @@
 #include "kforge/strategies/brute_force.hpp"
 
+#include <string>
+
+#include "kforge/error.hpp"
+
 namespace kf::strategies {
 
 void brute_force::initialize(const search_space& space, std::uint64_t) {
   next_ = 0;
-  total_ = space.valid().size();
+  walk_.reset();
+  if (const auto* vs = space.valid_if_enumerable()) {
+    total_ = vs->size();
+    return;
+  }
+  if (space.cartesian_size() > 9.2e18)
+    throw error("brute_force: the space has " + std::to_string(space.cartesian_size()) +
+                " combinations, too many to walk");
+  std::vector<std::uint32_t> radices;
+  for (const auto& p : space.params())
+    radices.push_back(static_cast<std::uint32_t>(p.values.size()));
+  walk_ = valid_set::all(std::move(radices));
+  total_ = walk_->size();
 }
 
 std::vector<config> brute_force::propose(const search_state& s, std::size_t n) {
   std::vector<config> out;
-  const auto& vs = s.space().valid();
+  const auto& set = walk_ ? *walk_ : s.space().valid();
   while (out.size() < n && next_ < total_) {
-    auto c = vs.at(next_++);
+    auto c = set.at(next_++);
+    if (walk_ && !s.space().is_valid(c)) continue;
     if (!s.seen(c)) out.push_back(std::move(c));
   }
   return out;

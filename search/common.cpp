@@ -16,12 +16,11 @@ std::optional<config> draw_unseen(const search_state& s, rng& r, const std::vect
     auto c = space.sample(r);
     if (fresh(c)) return c;
   }
-  if (space.cartesian_size() > 1e9) return std::nullopt;
-  const auto& vs = space.valid();
-  if (vs.empty()) return std::nullopt;
-  const std::size_t start = r.index(vs.size());
-  for (std::size_t k = 0; k < vs.size(); ++k) {
-    auto c = vs.at((start + k) % vs.size());
+  const auto* vs = space.valid_if_enumerable();
+  if (vs == nullptr || vs->empty()) return std::nullopt;
+  const std::size_t start = r.index(vs->size());
+  for (std::size_t k = 0; k < vs->size(); ++k) {
+    auto c = vs->at((start + k) % vs->size());
     if (fresh(c)) return c;
   }
   return std::nullopt;
@@ -41,27 +40,8 @@ std::vector<alternative_strata> find_alternatives(const search_space& space, std
   for (std::size_t p = 0; p < params.size(); ++p)
     if (!params[p].ordered && params[p].values.size() >= 2) candidates.push_back(p);
   if (candidates.empty()) return out;
-  // As draw_unseen: a space is enumerated for this only when its cartesian size is at most 1e9 (the
-  // constraints prune the enumeration; sgemm's 1.4e8 takes 0.2 s), or when it already was.
-  if (!space.enumerated()) {
-    if (space.cartesian_size() > 1e9) return out;
-    // Enumerating a large, loosely constrained space only to find it too big would cost seconds to
-    // minutes: estimate the valid count first from 1000 unconstrained draws (a fixed seed, so the result
-    // is deterministic and the caller's random stream untouched), one hit added for an upper estimate.
-    rng r(0x5eed);
-    std::size_t hits = 1;
-    constexpr std::size_t draws = 1000;
-    for (std::size_t i = 0; i < draws; ++i)
-      if (space.is_valid(space.sample_unconstrained(r))) ++hits;
-    if (space.cartesian_size() * static_cast<double>(hits) / draws > static_cast<double>(max_valid))
-      return out;
-  }
-  const valid_set* vs = nullptr;
-  try {
-    vs = &space.valid();
-  } catch (const error&) {
-    return out;  // too large to enumerate: no strata
-  }
+  const valid_set* vs = space.valid_if_enumerable(max_valid);
+  if (vs == nullptr) return out;  // too large to enumerate, or to stratify: no strata
   if (vs->size() > max_valid || vs->size() < 2) return out;
   const std::size_t d = params.size();
   // For each candidate p, value v and parameter q: which values q takes within the stratum p = v
@@ -88,7 +68,7 @@ std::vector<alternative_strata> find_alternatives(const search_space& space, std
   }
   config c(d);
   for (std::size_t pos = 0; pos < vs->size(); ++pos) {
-    vs->decode(vs->ranks()[pos], c);
+    vs->decode(vs->rank(pos), c);
     for (std::size_t q = 0; q < d; ++q)
       overall[q].add(c[q]);
     for (std::size_t i = 0; i < candidates.size(); ++i) {

@@ -8,8 +8,11 @@ void random_search::initialize(const search_space& space, std::uint64_t seed) {
   rng_.reseed(seed);
   swapped_.clear();
   next_ = 0;
-  permuted_ = space.cartesian_size() <= 1e9;
-  total_ = permuted_ ? space.valid().size() : 0;
+  // A permutation of the valid set where it can be had (draws without replacement); otherwise, a space
+  // too large to enumerate, uniform draws that skip what was seen.
+  const auto* valid = space.valid_if_enumerable();
+  permuted_ = valid != nullptr;
+  total_ = permuted_ ? valid->size() : 0;
 }
 
 std::vector<config> random_search::propose(const search_state& s, std::size_t n) {

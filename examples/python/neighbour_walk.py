@@ -2,8 +2,6 @@
 
     strategy: {type: python, params: {module: neighbour_walk.py, class: NeighbourWalk, restarts: 8}}
 """
-import random
-
 import kforge
 
 
@@ -18,9 +16,10 @@ class NeighbourWalk:
 
     def __init__(self, space, seed, restarts, neighbourhood):
         self.space, self.restarts, self.kind = space, restarts, neighbourhood
-        self.rng = random.Random(seed)          # every random choice from the seed
-        self.order = space.valid()              # the restarts: a seeded permutation of the valid set
-        self.rng.shuffle(self.order)
+        # The restarts: seeded uniform draws without repeats (a permutation of the valid set where it can
+        # be listed, seeded samples on a space too large to enumerate).
+        self.draws = kforge.UniformDraws(space, seed)
+        self.exhausted = False
         self.seen = set()                       # proposed or pending so far (tuples of value indices)
         self.best, self.told = None, 0
 
@@ -32,11 +31,13 @@ class NeighbourWalk:
                 if len(out) < n and c not in self.seen:
                     out.append(c)
                     self.seen.add(c)
-        while len(out) < n and self.order:
-            c = self.order.pop()
-            if c not in self.seen:
-                out.append(c)
-                self.seen.add(c)
+        while len(out) < n and not self.exhausted:
+            c = self.draws.next(self.seen)
+            if c is None:
+                self.exhausted = True
+                break
+            out.append(c)
+            self.seen.add(c)
         return out
 
     def observe(self, trials):
@@ -47,4 +48,4 @@ class NeighbourWalk:
                 self.best = (t.time_ms, t.config)
 
     def finished(self):
-        return not self.order
+        return self.exhausted

@@ -14,7 +14,6 @@ four parameters at once (no shared memory, a power-of-two block width, tile_y 2 
 height) while the no-shared-memory half is slower on average, so the good densities steer away from them.
 """
 import math
-import random
 
 import numpy as np
 
@@ -36,9 +35,10 @@ class TPE:
     def __init__(self, space, seed, startup, gamma, candidates, bandwidth, prior):
         self.startup, self.gamma, self.ncand, self.bw, self.prior = startup, gamma, candidates, bandwidth, prior
         self.rng = np.random.default_rng(seed)  # every random choice from the seed
-        self.valid = set(space.valid())
-        self.order = space.valid()              # the uniform draws: a seeded permutation of the valid set
-        random.Random(seed).shuffle(self.order)
+        self.space = space
+        # The uniform draws: a seeded permutation of the valid set where it can be listed, seeded samples
+        # on a space too large to enumerate (kforge.UniformDraws).
+        self.draws = kforge.UniformDraws(space, seed)
         values = space.parameters.values()
         self.sizes = [len(v) for v in values]
         self.ordered = [len(v) > 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
@@ -64,14 +64,10 @@ class TPE:
             self.obs.append((tuple(t.config), math.log(t.time_ms) if t.ok else math.inf))
 
     def finished(self):
-        return len(self.seen) >= len(self.valid)
+        return self.draws.total is not None and len(self.seen) >= self.draws.total
 
     def _uniform(self):
-        while self.order:
-            c = self.order.pop()
-            if c not in self.seen:
-                return c
-        return None
+        return self.draws.next(self.seen)
 
     def _density(self, p, rows):
         k = self.sizes[p]
@@ -99,7 +95,7 @@ class TPE:
         while drawn < self.ncand and tries < 50 * self.ncand:
             tries += 1
             c = tuple(int(self.rng.choice(self.sizes[p], p=lgood[p])) for p in dims)
-            if c in self.seen or c not in self.valid:
+            if c in self.seen or not self.space.is_valid(c):
                 continue
             drawn += 1
             score = sum(ratio[p][c[p]] for p in dims)

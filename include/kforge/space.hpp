@@ -59,25 +59,35 @@ enum class neighbourhood {
 };
 
 /// The valid configurations of a space, in lexicographic parameter order (the order of
-/// itertools.product over the value lists). Stored as mixed-radix ranks: 8 bytes per configuration.
+/// itertools.product over the value lists). Stored as mixed-radix ranks, 8 bytes per configuration; or,
+/// for a space without constraints, dense: every rank below the product of the radices, nothing stored
+/// (valid_set::all), so an unconstrained space of any size up to 2^63 is "enumerated" at no cost.
 class valid_set {
  public:
   valid_set() = default;
   valid_set(std::vector<std::uint64_t> sorted_ranks, std::vector<std::uint32_t> radices);
+  /// Every configuration of these radices (their product must be below 2^63).
+  static valid_set all(std::vector<std::uint32_t> radices);
 
-  std::size_t size() const noexcept { return ranks_.size(); }
-  bool empty() const noexcept { return ranks_.empty(); }
+  std::size_t size() const noexcept { return dense_ ? dense_size_ : ranks_.size(); }
+  bool empty() const noexcept { return size() == 0; }
+  /// The mixed-radix rank of the i-th valid configuration (i < size(), unchecked).
+  std::uint64_t rank(std::size_t i) const noexcept { return dense_ ? i : ranks_[i]; }
+  /// The i-th valid configuration; throws std::out_of_range when i >= size().
   config at(std::size_t i) const;
   void decode(std::uint64_t rank, std::span<std::uint32_t> out) const noexcept;
   std::uint64_t rank_of(std::span<const std::uint32_t> c) const noexcept;
   /// Position of `c` in the set, or nullopt when `c` is not valid.
   std::optional<std::size_t> index_of(std::span<const std::uint32_t> c) const noexcept;
-  std::span<const std::uint64_t> ranks() const noexcept { return ranks_; }
+  /// Whether this is the dense set of every configuration (a space without constraints).
+  bool dense() const noexcept { return dense_; }
 
  private:
   std::vector<std::uint64_t> ranks_;
   std::vector<std::uint32_t> radices_;
   std::vector<std::uint64_t> strides_;
+  bool dense_ = false;
+  std::size_t dense_size_ = 0;
 };
 
 /// Statistics of the last enumeration.
@@ -126,9 +136,16 @@ class search_space {
     return params()[param].values[c[param]];
   }
 
-  /// Every valid configuration. Computed once (in parallel) on first call and cached. Throws kf::error
-  /// when the cartesian size exceeds 2^63 or more than `max_valid_configs()` configurations are valid.
+  /// Every valid configuration. Computed once (in parallel) on first call and cached; immediate and
+  /// dense for a space without constraints. Throws kf::error when the cartesian size exceeds 2^63 or
+  /// more than `max_valid_configs()` configurations are valid (constrained spaces).
   const valid_set& valid() const;
+  /// The valid set, when it holds at most `max_valid` configurations and can be had without enumerating
+  /// a space that is too large: one already enumerated, one without constraints (dense), or one of at
+  /// most 1e9 combinations whose valid count, estimated from 1000 unconstrained draws (a fixed seed; one
+  /// hit added, an upper estimate), is at most `max_valid`. Otherwise nullptr, and callers sample
+  /// (sample(), is_valid()). Never throws for a space that is merely large; the estimate is made once.
+  const valid_set* valid_if_enumerable(std::size_t max_valid = max_valid_configs()) const;
   /// Whether valid() has been computed (or would be refused).
   bool enumerated() const noexcept;
   enumeration_stats stats() const;

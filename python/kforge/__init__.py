@@ -23,7 +23,7 @@ _NATIVE = (
     "version", "strategy", "register_strategy", "strategies", "plugins", "load_plugin", "load_experiment",
     "experiment", "run", "score", "read_run",
 )
-__all__ = list(_NATIVE) + ["option", "open_run", "autotune", "native_available"]
+__all__ = list(_NATIVE) + ["option", "UniformDraws", "open_run", "autotune", "native_available"]
 
 
 def _native_dirs():
@@ -80,6 +80,11 @@ def __getattr__(name):
         value = getattr(_load(), name)
         globals()[name] = value
         return value
+    if name == "UniformDraws":
+        from ._strategies import UniformDraws
+
+        globals()["UniformDraws"] = UniformDraws
+        return UniformDraws
     if name == "autotune":
         from .triton.autotune import autotune
 

@@ -56,6 +56,12 @@ class Space:
 
     def __len__(self) -> int: ...
 
+    @property
+    def enumerable(self) -> bool:
+        """
+        Whether the valid configurations can be listed (size, valid()): False for a space too large to enumerate (more than 200,000,000 valid configurations, or a constrained space of more than 1e9 combinations estimated to have that many); strategies then draw with sample() and is_valid().
+        """
+
     def valid(self) -> list:
         """Every valid configuration, in lexicographic order."""
 

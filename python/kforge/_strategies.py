@@ -23,6 +23,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import random
 import re
 import sys
 
@@ -149,3 +150,39 @@ def summary(cls) -> str:
     """The first line of the class's docstring, or its name."""
     doc = inspect.getdoc(cls) or ""
     return doc.strip().splitlines()[0] if doc.strip() else f"Python strategy {cls.__qualname__}"
+
+
+class UniformDraws:
+    """Seeded uniform draws of valid configurations for a strategy, never one in ``skip``.
+
+    Where the space can be listed (``space.enumerable`` and at most ``LIST_LIMIT`` valid configurations), a
+    permutation of ``space.valid()`` shuffled by ``random.Random(seed)``, drawn without replacement; otherwise
+    (a space too large to list: TritonBench-G's chunk_gla_fwd has 5.3e8 combinations) seeded draws from
+    ``space.sample`` that skip what ``skip`` holds. ``next(skip)``: a configuration tuple, or None when the
+    listed space is used up or ``tries`` draws of a large one found nothing outside ``skip``. ``total``: the
+    valid count of a listed space, None for a sampled one (it is never used up)."""
+
+    LIST_LIMIT = 1_000_000
+
+    def __init__(self, space, seed: int, tries: int = 1000):
+        self.space, self.tries = space, tries
+        self.rng = random.Random(seed)
+        listed = space.enumerable and space.size <= self.LIST_LIMIT
+        self.total = space.size if listed else None
+        self.order = space.valid() if listed else None
+        if listed:
+            self.rng.shuffle(self.order)
+
+    def next(self, skip):
+        if self.order is not None:
+            while self.order:
+                c = self.order.pop()
+                if c not in skip:
+                    return c
+            return None
+        for _ in range(self.tries):
+            c = tuple(self.space.sample(1, seed=self.rng.getrandbits(63))[0])
+            if c not in skip:
+                return c
+        return None
+

@@ -171,6 +171,11 @@ void bind_space(nb::module_& m) {
           "size", [](const search_space& s) { return s.valid().size(); },
           "Number of valid configurations (enumerates the space on first use).")
       .def("__len__", [](const search_space& s) { return s.valid().size(); })
+      .def_prop_ro(
+          "enumerable", [](const search_space& s) { return s.valid_if_enumerable() != nullptr; },
+          "Whether the valid configurations can be listed (size, valid()): False for a space too large to "
+          "enumerate (more than 200,000,000 valid configurations, or a constrained space of more than 1e9 "
+          "combinations estimated to have that many); strategies then draw with sample() and is_valid().")
       .def(
           "valid",
           [](const search_space& s) {

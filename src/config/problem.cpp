@@ -155,11 +155,9 @@ problem load_kernel_problem(const std::string& path) {
 
 space_check check_space(const search_space& space) {
   space_check c;
-  try {
-    c.valid = space.valid().size();
-  } catch (const error&) {
-    return c;  // too large to enumerate: strategies sample it
-  }
+  const auto* valid = space.valid_if_enumerable();
+  if (valid == nullptr) return c;  // too large to enumerate: strategies sample it
+  c.valid = valid->size();
   c.enumerated = true;
   const auto st = space.stats();
   c.combinations = st.cartesian_size;

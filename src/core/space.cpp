@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
+#include <stdexcept>
 
 #include "kforge/error.hpp"
 #include "kforge/options.hpp"
@@ -94,9 +95,20 @@ valid_set::valid_set(std::vector<std::uint64_t> sorted_ranks, std::vector<std::u
     strides_[i - 1] = strides_[i] * radices_[i];
 }
 
+valid_set valid_set::all(std::vector<std::uint32_t> radices) {
+  valid_set v({}, std::move(radices));
+  v.dense_ = true;
+  v.dense_size_ = 1;
+  for (auto r : v.radices_)
+    v.dense_size_ *= r;
+  return v;
+}
+
 config valid_set::at(std::size_t i) const {
+  if (i >= size())
+    throw std::out_of_range("valid_set::at: " + std::to_string(i) + " of " + std::to_string(size()));
   config c(radices_.size());
-  decode(ranks_.at(i), c);
+  decode(rank(i), c);
   return c;
 }
 
@@ -119,6 +131,7 @@ std::optional<std::size_t> valid_set::index_of(std::span<const std::uint32_t> c)
   for (std::size_t i = 0; i < c.size(); ++i)
     if (c[i] >= radices_[i]) return std::nullopt;
   const auto r = rank_of(c);
+  if (dense_) return static_cast<std::size_t>(r);
   auto it = std::lower_bound(ranks_.begin(), ranks_.end(), r);
   if (it == ranks_.end() || *it != r) return std::nullopt;
   return static_cast<std::size_t>(it - ranks_.begin());
@@ -153,6 +166,8 @@ struct search_space::impl {
   mutable std::atomic<const valid_set*> ready{nullptr};  // published after `valid` is complete
   mutable std::string enum_error;
   mutable enumeration_stats stats;
+  mutable std::once_flag estimate_once;
+  mutable double estimated_valid = 0;  // valid_if_enumerable's upper estimate of the valid count
 
   // Whether `c` satisfies `cc`. A constraint that raises counts as violated (or rethrows when
   // throw_on_error); it then adds one to *errors and, when *first_error is empty, describes the
@@ -256,6 +271,10 @@ void search_space::impl::enumerate() const {
   stats.cartesian_size = cart;
   if (cart > 9.2e18) {
     enum_error = "the space has " + std::to_string(cart) + " combinations, too many to enumerate";
+    return;
+  }
+  if (constraints.empty() && d > 0) {  // every combination is valid: nothing to enumerate or store
+    valid = std::make_unique<valid_set>(valid_set::all(radices));
     return;
   }
   const auto order = enumeration_order(params, constraints);
@@ -547,6 +566,30 @@ const valid_set& search_space::valid() const {
   return *impl_->valid;
 }
 
+const valid_set* search_space::valid_if_enumerable(std::size_t max_valid) const {
+  const auto& m = *impl_;
+  if (!enumerated() && !m.explicit_valid && !m.constraints.empty()) {
+    if (cartesian_size() > 1e9) return nullptr;
+    // Enumerating a large, loosely constrained space only to find it too big would cost seconds to
+    // minutes (and 8 bytes a configuration): estimate the valid count first.
+    std::call_once(m.estimate_once, [&] {
+      rng r(0x5eed);
+      std::size_t hits = 1;
+      constexpr std::size_t draws = 1000;
+      for (std::size_t i = 0; i < draws; ++i)
+        if (is_valid(sample_unconstrained(r))) ++hits;
+      m.estimated_valid = cartesian_size() * static_cast<double>(hits) / draws;
+    });
+    if (m.estimated_valid > static_cast<double>(max_valid)) return nullptr;
+  }
+  try {
+    const auto& vs = valid();
+    return vs.size() <= max_valid ? &vs : nullptr;
+  } catch (const error&) {
+    return nullptr;  // too large to enumerate after all
+  }
+}
+
 bool search_space::enumerated() const noexcept {
   return impl_->ready.load(std::memory_order_acquire) != nullptr;
 }
@@ -565,10 +608,9 @@ config search_space::sample_unconstrained(rng& r) const {
 
 config search_space::sample(rng& r, std::size_t max_tries) const {
   if (dimension() == 0) throw error("the search space has no parameters");
-  if (cartesian_size() <= 1e9) {
-    const auto& vs = valid();
-    if (vs.empty()) throw error("the search space has no valid configuration");
-    return vs.at(r.index(vs.size()));
+  if (const auto* vs = valid_if_enumerable()) {
+    if (vs->empty()) throw error("the search space has no valid configuration");
+    return vs->at(r.index(vs->size()));
   }
   for (std::size_t t = 0; t < max_tries; ++t) {
     auto c = sample_unconstrained(r);

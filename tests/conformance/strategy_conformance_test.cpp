@@ -4,7 +4,8 @@
 //   - gives the same trial sequence for the same seed, and (as a sanity check) another for another seed;
 //   - keeps proposing until the space is exhausted when the budget allows it;
 //   - takes a run's start configurations (observed, never proposed) through the loop, which checks
-//     the contract of every proposal.
+//     the contract of every proposal;
+//   - proposes on spaces too large to enumerate, without enumerating them.
 // The contract is checked directly here (not through the experiment loop, which also enforces it).
 // Besides every registered strategy with its defaults, the Python example strategies
 // (examples/python/neighbour_walk.py and tpe.py, through strategy type "python" and the embedded
@@ -12,6 +13,7 @@
 // Python module.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "kforge/experiment.hpp"
@@ -178,6 +180,56 @@ TEST_P(conformance, leaves_out_pending_start_configurations_it_would_have_picked
   ASSERT_EQ(r.history.size(), 40u) << GetParam().label;
   EXPECT_EQ(r.history.trials()[0].cfg, o.start[0]);
   EXPECT_EQ(r.history.trials()[1].cfg, o.start[1]);
+}
+
+// Spaces too large to enumerate (TritonBench-G's chunk_gla_fwd: 12 knobs, 5.3e8 combinations; its runs
+// failed with "more than 200000000 valid configurations, too many to enumerate"): 12 parameters of 5
+// values (2.4e8 combinations), without constraints and with one that holds everywhere. Every strategy
+// proposes valid, distinct, unmeasured configurations up to its budget, and the constrained space is
+// never enumerated (that would take seconds and 8 bytes a configuration).
+search_space twelve_knobs(std::vector<std::string> constraints) {
+  std::vector<param> ps;
+  for (int i = 0; i < 12; ++i)
+    ps.push_back(make_param("k" + std::to_string(i), param_type::integer, {1, 2, 4, 8, 16}));
+  return search_space(std::move(ps), std::move(constraints));
+}
+
+TEST_P(conformance, proposes_on_a_space_too_large_to_enumerate) {
+  for (bool constrained : {false, true}) {
+    const auto space =
+        twelve_knobs(constrained ? std::vector<std::string>{"k0 * k1 >= 1"} : std::vector<std::string>{});
+    ASSERT_GT(space.cartesian_size(), static_cast<double>(search_space::max_valid_configs()));
+    auto s = strategy_registry().create(GetParam().spec);
+    s.initialize(space, 17);
+    run_history h;
+    std::uint64_t seq = 0;
+    while (h.size() < 40) {
+      const search_state st(space, h, {}, 40 - h.size());
+      auto props = s.propose(st, std::min<std::size_t>(4, 40 - h.size()));
+      ASSERT_FALSE(props.empty()) << GetParam().label << " proposed nothing after " << h.size() << " trials";
+      std::set<config> distinct;
+      for (auto& c : props) {
+        ASSERT_TRUE(space.is_valid(c)) << GetParam().label;
+        ASSERT_FALSE(h.measured(c)) << GetParam().label << " proposed a measured configuration";
+        ASSERT_TRUE(distinct.insert(c).second) << GetParam().label << " proposed a configuration twice";
+        trial t;
+        t.sequence = seq++;
+        t.cfg = c;
+        t.st = status::ok;
+        t.time_ms = 1.0;
+        for (std::size_t p = 0; p < c.size(); ++p)
+          t.time_ms += std::abs(static_cast<double>(c[p]) - 2.0);  // a bowl around the middle values
+        t.times_ms = {t.time_ms};
+        h.add(std::move(t));
+      }
+      s.observe(search_state(space, h, {}, std::nullopt),
+                std::span<const trial>(h.trials().data() + h.size() - props.size(), props.size()));
+    }
+    EXPECT_EQ(h.size(), 40u);
+    if (constrained) {
+      EXPECT_FALSE(space.enumerated()) << GetParam().label << " enumerated the space";
+    }
+  }
 }
 
 std::vector<strategy_case> registered() {

@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,24 @@ def test_written_arguments_are_found_and_only_write_only_ones_poisoned(worker):
     shape = worker.shapes[0]
     assert shape.written == {"argument 1", "argument 'dst'"}
     assert shape.write_only == {"argument 'dst'"}
+
+
+def test_the_reference_keeps_one_copy_of_what_the_original_does_not_write(worker):
+    # GPU memory bounds the workers per GPU (TritonBench-G: ten operators out of memory alone on an 80 GB
+    # H100 with 4 workers): an argument the original leaves as it was is compared with the pristine input
+    # itself, and the setup's peak is handed back once the reference is made.
+    out = worker.evaluate(request(call="update", inputs="update_shapes"))
+    assert out["status"] == "ok", out["error"]
+    shape = worker.shapes[0]
+    pristine = dict(worker._arg_tensors(shape.args, shape.kwargs))
+    assert set(shape.ref_args) - shape.written  # an argument it only reads
+    for path, ref in shape.ref_args.items():
+        assert (ref is pristine[path]) == (path not in shape.written), path
+    assert worker.device.releases == 1
+    worker.evaluate(request(call="update", inputs="update_shapes"))
+    assert worker.device.releases == 1  # once per setup
+    # A candidate that writes an argument the original only reads is still caught (against the pristine).
+    assert "argument 0: 1 of 7 elements differ" in worker.evaluate(request(7))["error"]
 
 
 def test_bad_time_shape_is_invalid(worker):
@@ -416,3 +435,15 @@ def test_an_original_unstable_in_more_than_one_percent_is_not_reproducible(tmp_p
     out = worker.evaluate(request(call="racy", inputs="axpy_shapes"))  # one element of 7: 14%
     assert out["status"] == "launch_failed" and out["original_failed"]
     assert "not reproducible" in out["error"] and "up to 1% of a value's elements" in out["error"]
+
+
+def test_the_torch_device_hands_back_its_cache_and_says_what_it_held():
+    calls = []
+    cuda = types.SimpleNamespace(empty_cache=lambda: calls.append("empty_cache"),
+                                 memory_reserved=lambda dev: 3 * 2**30,
+                                 max_memory_reserved=lambda dev: 12 * 2**30)
+    dev = object.__new__(program_devices.TorchDevice)  # no GPU here: only the allocator's calls
+    dev.torch, dev.dev = types.SimpleNamespace(cuda=cuda), "cuda:0"
+    dev.release_cached_memory()
+    assert calls == ["empty_cache"]
+    assert dev.memory_account() == {"setup.gpu_reserved_gib": 3.0, "setup.gpu_reserved_peak_gib": 12.0}

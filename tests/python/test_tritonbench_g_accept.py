@@ -77,3 +77,16 @@ def test_trials_line_counts_both_arms_and_the_compile_timeouts(tmp_path):
         "4 kforge trials (3 ok), 1 compile timeouts; 2 random trials (1 ok)"
     # An arm that never wrote its file (the original failed first) is said so, not counted as empty.
     assert accept.trials_line(str(runs / "nofinal")) == "1 kforge trials (1 ok), 0 compile timeouts; no random run"
+
+
+def test_trials_line_says_what_gpu_memory_a_worker_held(tmp_path):
+    folder = tmp_path / "op"
+    folder.mkdir()
+    first = {"status": "ok", "time_ms": 1.0, "metrics": {"setup.gpu_reserved_gib": 2.25,
+                                                         "setup.gpu_reserved_peak_gib": 9.5}}
+    second = {"status": "ok", "time_ms": 1.0, "metrics": {"setup.gpu_reserved_gib": 3.0,
+                                                          "setup.gpu_reserved_peak_gib": 7.0}}
+    (folder / "kforge.jsonl").write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n" + trial("ok"))
+    assert accept.trials_line(str(folder)) == ("3 kforge trials (3 ok), 0 compile timeouts; no random run; "
+                                               "a kforge worker held 3.0 GiB after its setup (9.5 at most)")
+

@@ -2,6 +2,9 @@
 
 #include <map>
 #include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "kforge/error.hpp"
 #include "kforge/space.hpp"
@@ -173,6 +176,54 @@ TEST(space, explicit_valid_set) {
   EXPECT_EQ(sp.valid().size(), 2u);
   EXPECT_TRUE(sp.is_valid(config{3, 0, 1, 2}));
   EXPECT_FALSE(sp.is_valid(config{1, 1, 0, 0}));  // valid by the constraints, but not listed
+}
+
+search_space knobs(int count, std::vector<std::string> constraints = {}) {
+  std::vector<param> ps;
+  for (int i = 0; i < count; ++i)
+    ps.push_back(make_param("k" + std::to_string(i), param_type::integer, {1, 2, 4, 8, 16}));
+  return search_space(std::move(ps), std::move(constraints));
+}
+
+// Without constraints every combination is valid: the set is dense (nothing enumerated or stored), at
+// any size up to 2^63, and in the same lexicographic order as an enumerated one.
+TEST(space, an_unconstrained_space_is_valid_whole_without_enumerating) {
+  const auto sp = knobs(13);  // 1.2e9 combinations: 9.8 GB as stored ranks
+  const auto& vs = sp.valid();
+  EXPECT_TRUE(vs.dense());
+  EXPECT_TRUE(sp.enumerated());
+  EXPECT_EQ(static_cast<double>(vs.size()), sp.cartesian_size());
+  for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{5}, vs.size() / 3, vs.size() - 1}) {
+    const auto c = vs.at(i);
+    EXPECT_EQ(vs.index_of(c), i);
+    EXPECT_EQ(vs.rank(i), vs.rank_of(c));
+  }
+  EXPECT_EQ(vs.at(5), (config{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0}));
+  EXPECT_THROW(vs.at(vs.size()), std::out_of_range);
+  EXPECT_EQ(sp.valid_if_enumerable(), nullptr);  // more than max_valid_configs()
+  EXPECT_EQ(sp.valid_if_enumerable(2'000'000'000), &vs);
+  // Dense and enumerated agree on a small space (a constraint that always holds forces enumeration).
+  const auto dense = knobs(3), enumerated = knobs(3, {"k0 > 0"});
+  ASSERT_EQ(dense.valid().size(), enumerated.valid().size());
+  EXPECT_FALSE(enumerated.valid().dense());
+  for (std::size_t i = 0; i < dense.valid().size(); ++i)
+    EXPECT_EQ(dense.valid().at(i), enumerated.valid().at(i));
+}
+
+// A constrained space estimated to hold more than the limit is not enumerated to find out (seconds and
+// 8 bytes a configuration); it is sampled instead. A small one is enumerated as before.
+TEST(space, valid_if_enumerable_estimates_before_it_enumerates) {
+  const auto big = knobs(12, {"k0 * k1 >= 1"});  // 2.4e8 combinations, all valid
+  EXPECT_EQ(big.valid_if_enumerable(), nullptr);
+  EXPECT_FALSE(big.enumerated());
+  rng r(3);
+  EXPECT_TRUE(big.is_valid(big.sample(r)));
+  EXPECT_FALSE(big.enumerated());
+  const auto half = knobs(4, {"k0 <= 4"});  // 3 of 5 values of k0: 375 of 625
+  const auto* vs = half.valid_if_enumerable();
+  ASSERT_NE(vs, nullptr);
+  EXPECT_EQ(vs->size(), 375u);
+  EXPECT_EQ(half.valid_if_enumerable(100), nullptr);  // enumerated, but larger than asked
 }
 
 TEST(space, hotspot_sized_enumeration) {

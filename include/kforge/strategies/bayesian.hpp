@@ -9,7 +9,9 @@
 //     O(n^2) appends in between; at most `max_points` training points (beyond that, the best three
 //     quarters and the most recent quarter, a window rebuilt every `refit_every` observations);
 //   - candidates: every unvisited valid configuration when there are at most `max_candidates`, else a
-//     random sample of that many plus the one-parameter neighbours of the best configurations;
+//     random sample of that many plus the one-parameter neighbours of the best configurations; on a
+//     space of more than 5e6 valid configurations (or too large to enumerate), the same sample drawn
+//     from the space itself, encoded per proposal;
 //   - batches: one pick at a time, the model conditioned on the picks so far (kriging believer).
 // Profiling metrics as features (metric_features: a list of metric names; empty by default): an auxiliary
 // GP per metric predicts it from the configuration; the runtime model's inputs are the encoded
@@ -167,6 +169,11 @@ class bayesian {
   std::vector<std::pair<double, double>> metric_range_;  // (lo, hi) of the transformed values
   std::vector<bool> metric_log_;
   std::vector<std::size_t> candidates(const search_state& s, const std::vector<config>& taken);
+  /// Indices into obs_ of the `k` fastest observations (failures last; ties in observation order).
+  std::vector<std::size_t> best_observations(std::size_t k) const;
+  /// A space too large to enumerate: the unseen one-parameter neighbours of the five best configurations
+  /// and up to `max_candidates` uniform draws (distinct, unseen, not in `taken`).
+  std::vector<config> sampled_candidates(const search_state& s, const std::vector<config>& taken);
   /// The worst log(time) observed; -inf before the first success.
   double worst_log_time() const;
   /// The training window's inputs, and its targets in `y` (a failure's target is `fail`).

@@ -1,6 +1,10 @@
 // Strategy "brute_force": every valid configuration once, in the space's lexicographic order (for
-// recording spaces). Options: none.
+// recording spaces). On a space too large to enumerate it walks the cartesian product in the same
+// order, skipping what the constraints reject, without storing it. Options: none.
 #pragma once
+
+#include <cstdint>
+#include <optional>
 
 #include "kforge/strategy.hpp"
 
@@ -14,8 +18,9 @@ class brute_force {
   bool finished(const search_state& s) const;
 
  private:
-  std::size_t next_ = 0;
-  std::size_t total_ = 0;
+  std::uint64_t next_ = 0;         // position in the valid set, or the rank in the cartesian product (walk_)
+  std::uint64_t total_ = 0;        // the valid set's size, or the cartesian size (walk_)
+  std::optional<valid_set> walk_;  // set when the space is too large to enumerate: every combination
 };
 
 void register_brute_force();

@@ -207,6 +207,13 @@ class FakeDevice(_Comparison):
         if FakeDevice.broken:
             raise DeviceBroken("fake device fault")
 
+    def release_cached_memory(self) -> None:
+        """Counted only: the fake pool stands for blocks a program's next allocation gets back."""
+        self.releases = getattr(self, "releases", 0) + 1
+
+    def memory_account(self) -> dict:
+        return {}
+
     def healthy(self) -> bool:
         return not FakeDevice.broken
 
@@ -435,6 +442,19 @@ class TorchDevice(_Comparison):
             self.torch.cuda.synchronize(self.dev)
         except Exception as e:
             raise DeviceBroken(f"{type(e).__name__}: {e}") from e
+
+    def release_cached_memory(self) -> None:
+        """Hands the caching allocator's unused blocks back to the GPU (for the other processes on it)."""
+        import gc
+        gc.collect()
+        self.torch.cuda.empty_cache()
+
+    def memory_account(self) -> dict:
+        """GiB this process's allocator holds now and held at most (reserved: what other processes on the
+        GPU cannot have)."""
+        cuda = self.torch.cuda
+        return {"setup.gpu_reserved_gib": cuda.memory_reserved(self.dev) / 2**30,
+                "setup.gpu_reserved_peak_gib": cuda.max_memory_reserved(self.dev) / 2**30}
 
     def healthy(self) -> bool:
         try:

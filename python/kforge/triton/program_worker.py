@@ -602,6 +602,10 @@ class Worker:
                 raise VariantFailure("crashed" if fatal else "launch_failed",
                                      f"the original program fails on shape {i}:\n" + _failure_text(e), fatal)
         self._pool_instability()
+        # The setup's peak (three calls' copies at the largest size) goes back to the GPU, for the other
+        # workers sharing it; what stays is each size's inputs, reference result and written arguments.
+        self.device.release_cached_memory()
+        self.setup_account.update(self.device.memory_account())
         self.reference_key = rkey
         self.setup_account["setup.reference_s"] = time.perf_counter() - t1
 
@@ -651,8 +655,11 @@ class Worker:
         shape.result_blocks = [(dev.shape_of(t), str(t.dtype).replace("torch.", ""))
                                for _, t in tensors_in(result, dev, "r")]
         after = self._arg_tensors(args, kwargs)
-        shape.ref_args = {path: dev.clone(t) for path, t in after}
         shape.written = {path for path, t in after if not dev.equal(t, pristine[path])}
+        # An argument the original leaves as it was is compared with the pristine input itself: no copy
+        # (a worker holds its sizes' inputs once, not twice: GPU memory is what limits workers per GPU).
+        shape.ref_args = {path: dev.clone(t) if path in shape.written else pristine[path] for path, t in after}
+        del args, kwargs, after, result
         # Elements of the returned tensors the original never writes (e.g. padding left as torch.empty
         # gave it: TritonBench-G's attention_fwd_triton2 stores 96 of 128 columns) are found by two more
         # calls with the allocator's blocks poisoned two ways; they are not compared, for any candidate.
@@ -672,6 +679,7 @@ class Worker:
         # own calls did (shape.allow; widened across sizes by _pool_instability once every size is set up);
         # beyond that the original is not reproducible.
         self._measure_instability(shape, tolerances, [(again, a1, k1), (third, a3, k3)])
+        del again, a1, k1, third, a3, k3  # before the next calls allocate theirs
         # A written argument is write-only when poisoning it first changes nothing the program produces.
         for path in sorted(shape.written):
             a2, k2 = self._fresh(shape, poison=False)
@@ -685,6 +693,7 @@ class Worker:
             tol = tolerances if shape.allow else {}
             if self._first_difference(shape, (r2, a2, k2), tol, shape.allow)[0] is None:
                 shape.write_only.add(path)
+            del a2, k2, r2
 
     def _first_difference(self, shape: Shape, call: tuple, tolerances: dict, allow: dict) -> tuple:
         """(what differs, the argument's path or None) between a call's (result, args, kwargs) and the

@@ -84,15 +84,27 @@ def counts_text(c: tuple[int, int, int] | None) -> str:
     return "-" if c is None else f"{c[0]}/{c[1]}" + (f" ({c[2]} compile timeouts)" if c[2] else "")
 
 
+def setup_memory_gib(folder: str, method: str) -> tuple[float, float] | None:
+    """(held after the setup, peak during it) in GiB, the largest over a run's workers (each reports its
+    setup in the metrics of its first answer), or None where no worker reported it."""
+    held = [(m["setup.gpu_reserved_gib"], m["setup.gpu_reserved_peak_gib"])
+            for m in (t.get("metrics") or {} for t in read_trials(Path(folder), method) or [])
+            if "setup.gpu_reserved_gib" in m and "setup.gpu_reserved_peak_gib" in m]
+    return (max(h for h, _ in held), max(p for _, p in held)) if held else None
+
+
 def trials_line(folder: str) -> str:
-    """One operator's trial counts for the search script's per-operator line (read before committing)."""
+    """One operator's trial counts for the search script's per-operator line (read before committing), and
+    the GPU memory a kforge worker held (what bounds the workers per GPU)."""
     def arm(method: str) -> str:
         c = trial_counts(folder, method)
         if c is None:
             return f"no {method} run"
         timeouts = f", {c[2]} compile timeouts" if method == "kforge" else ""
         return f"{c[1]} {method} trials ({c[0]} ok){timeouts}"
-    return f"{arm('kforge')}; {arm('random')}"
+    memory = setup_memory_gib(folder, "kforge")
+    held = f"; a kforge worker held {memory[0]:.1f} GiB after its setup ({memory[1]:.1f} at most)" if memory else ""
+    return f"{arm('kforge')}; {arm('random')}{held}"
 
 
 def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: bool = False,
