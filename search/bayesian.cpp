@@ -310,7 +310,8 @@ void bayesian::initialize(const search_space& space, std::uint64_t seed) {
   metric_log_.assign(opt_.metric_features.size(), false);
   model_.reset();
   modelled_ = fitted_at_ = built_at_ = 0;
-  enumerated_ = space.valid_if_enumerable(5'000'000) != nullptr;
+  const auto* valid = space.valid_if_enumerable();
+  enumerated_ = valid != nullptr && valid->size() <= 5'000'000;
   if (enumerated_) {
     const auto& vs = space.valid();
     const std::size_t pd = base_dim_;

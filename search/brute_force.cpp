@@ -9,9 +9,10 @@ namespace kf::strategies {
 void brute_force::initialize(const search_space& space, std::uint64_t) {
   next_ = 0;
   walk_.reset();
-  if (const auto* vs = space.valid_if_enumerable()) {
-    total_ = vs->size();
+  try {  // the pruned enumeration: fast even for a sparse space of many combinations
+    total_ = space.valid().size();
     return;
+  } catch (const error&) {  // too many valid configurations to store: walk the product instead
   }
   if (space.cartesian_size() > 9.2e18)
     throw error("brute_force: the space has " + std::to_string(space.cartesian_size()) +

@@ -66,7 +66,7 @@ class valid_set {
  public:
   valid_set() = default;
   valid_set(std::vector<std::uint64_t> sorted_ranks, std::vector<std::uint32_t> radices);
-  /// Every configuration of these radices (their product must be below 2^63).
+  /// Every configuration of these radices; throws kf::error when their product reaches 2^63.
   static valid_set all(std::vector<std::uint32_t> radices);
 
   std::size_t size() const noexcept { return dense_ ? dense_size_ : ranks_.size(); }
@@ -141,10 +141,12 @@ class search_space {
   /// more than `max_valid_configs()` configurations are valid (constrained spaces).
   const valid_set& valid() const;
   /// The valid set, when it holds at most `max_valid` configurations and can be had without enumerating
-  /// a space that is too large: one already enumerated, one without constraints (dense), or one of at
-  /// most 1e9 combinations whose valid count, estimated from 1000 unconstrained draws (a fixed seed; one
-  /// hit added, an upper estimate), is at most `max_valid`. Otherwise nullptr, and callers sample
-  /// (sample(), is_valid()). Never throws for a space that is merely large; the estimate is made once.
+  /// a space that is too large: an explicit one, one without constraints (dense), or a constrained one of
+  /// at most 1e9 combinations whose valid count, estimated from 1000 unconstrained draws (a fixed seed;
+  /// one hit added, an upper estimate), is at most `max_valid`. Otherwise nullptr, and strategies sample
+  /// (sample(), is_valid()). A function of the space alone (not of whether it was enumerated before), so
+  /// seeded sequences do not change with what ran first. Never throws for a space that is merely large;
+  /// the estimate is made once.
   const valid_set* valid_if_enumerable(std::size_t max_valid = max_valid_configs()) const;
   /// Whether valid() has been computed (or would be refused).
   bool enumerated() const noexcept;

@@ -63,7 +63,9 @@ class Space:
         """
 
     def valid(self) -> list:
-        """Every valid configuration, in lexicographic order."""
+        """
+        Every valid configuration, in lexicographic order (refused beyond 200,000,000: see enumerable).
+        """
 
     def is_valid(self, config: object) -> bool: ...
 

@@ -159,7 +159,8 @@ class UniformDraws:
     permutation of ``space.valid()`` shuffled by ``random.Random(seed)``, drawn without replacement; otherwise
     (a space too large to list: TritonBench-G's chunk_gla_fwd has 5.3e8 combinations) seeded draws from
     ``space.sample`` that skip what ``skip`` holds. ``next(skip)``: a configuration tuple, or None when the
-    listed space is used up or ``tries`` draws of a large one found nothing outside ``skip``. ``total``: the
+    listed space is used up, or ``tries`` draws of a large one found nothing outside ``skip`` (or its sampler
+    found no valid configuration at all). ``total``: the
     valid count of a listed space, None for a sampled one (it is never used up)."""
 
     LIST_LIMIT = 1_000_000
@@ -181,7 +182,10 @@ class UniformDraws:
                     return c
             return None
         for _ in range(self.tries):
-            c = tuple(self.space.sample(1, seed=self.rng.getrandbits(63))[0])
+            try:
+                c = tuple(self.space.sample(1, seed=self.rng.getrandbits(63))[0])
+            except Exception:  # kforge.Error: no valid configuration found in its draws (a sparse space)
+                return None
             if c not in skip:
                 return c
         return None

@@ -180,12 +180,15 @@ void bind_space(nb::module_& m) {
           "valid",
           [](const search_space& s) {
             const auto& v = s.valid();
+            if (v.size() > search_space::max_valid_configs())
+              throw error("the space has " + std::to_string(v.size()) +
+                          " valid configurations, too many to list: draw them with sample() and is_valid()");
             nb::list out;
             for (std::size_t i = 0; i < v.size(); ++i)
               out.append(config_to_python(v.at(i)));
             return out;
           },
-          "Every valid configuration, in lexicographic order.")
+          "Every valid configuration, in lexicographic order (refused beyond 200,000,000: see enumerable).")
       .def(
           "is_valid",
           [](const search_space& s, nb::handle c) {

@@ -155,9 +155,11 @@ problem load_kernel_problem(const std::string& path) {
 
 space_check check_space(const search_space& space) {
   space_check c;
-  const auto* valid = space.valid_if_enumerable();
-  if (valid == nullptr) return c;  // too large to enumerate: strategies sample it
-  c.valid = valid->size();
+  try {
+    c.valid = space.valid().size();  // immediate without constraints; pruned otherwise
+  } catch (const error&) {
+    return c;  // too large to enumerate: strategies sample it
+  }
   c.enumerated = true;
   const auto st = space.stats();
   c.combinations = st.cartesian_size;

@@ -100,7 +100,8 @@ valid_set valid_set::all(std::vector<std::uint32_t> radices) {
   v.dense_ = true;
   v.dense_size_ = 1;
   for (auto r : v.radices_)
-    v.dense_size_ *= r;
+    if (__builtin_mul_overflow(v.dense_size_, std::size_t{r}, &v.dense_size_) || v.dense_size_ >> 63)
+      throw error("valid_set::all: more than 2^63 combinations");
   return v;
 }
 
@@ -568,8 +569,12 @@ const valid_set& search_space::valid() const {
 
 const valid_set* search_space::valid_if_enumerable(std::size_t max_valid) const {
   const auto& m = *impl_;
-  if (!enumerated() && !m.explicit_valid && !m.constraints.empty()) {
-    if (cartesian_size() > 1e9) return nullptr;
+  // Decided by the space alone (its size, the fixed-seed estimate, the enumeration's outcome), never by
+  // whether something enumerated it before: a seed's sequence must not depend on that.
+  if (!m.explicit_valid && !m.constraints.empty()) {
+    if (cartesian_size() > 1e9)
+      return nullptr;  // could take minutes: constraints over every parameter
+                       // are checked at the leaves
     // Enumerating a large, loosely constrained space only to find it too big would cost seconds to
     // minutes (and 8 bytes a configuration): estimate the valid count first.
     std::call_once(m.estimate_once, [&] {

@@ -74,6 +74,11 @@ def test_uniform_draws_list_what_can_be_listed_and_sample_the_rest():
             assert big.is_valid(c) and c not in skip
             skip.add(c)
         assert kforge.UniformDraws(big, 7).next(set()) == kforge.UniformDraws(big, 7).next(set())  # seeded
+    with pytest.raises(kforge.Error, match="too many to list"):  # 2.4e8 tuples would not fit
+        kforge.Space({f"k{i}": [1, 2, 4, 8, 16] for i in range(12)}).valid()
+    sparse = kforge.Space({f"k{i}": list(range(10)) for i in range(10)},  # 1 of 1e10 valid
+                          constraints=["k0 == k1 == k2 == k3 == k4 == k5 == k6 == k7 == k8 == k9 == 9"])
+    assert kforge.UniformDraws(sparse, 1, tries=1).next(set()) is None  # its sampler finds nothing valid
 
 
 def test_ask_tell_with_builtin_strategies():

@@ -8,6 +8,7 @@
 
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
+#include "kforge/problem.hpp"
 
 namespace kf {
 namespace {
@@ -65,6 +66,41 @@ TEST(large_space, bo_models_a_space_too_large_to_enumerate) {
   std::sort(bo.begin(), bo.end());
   std::sort(rnd.begin(), rnd.end());
   EXPECT_LE(bo[2] + 3.0, rnd[2]) << "median best: bo " << bo[2] << ", random " << rnd[2];
+}
+
+// 10 parameters of 10 values (1e10 combinations) under per-parameter constraints (pruned at once).
+search_space ten_by_ten(std::vector<std::string> constraints) {
+  std::vector<param> ps;
+  std::vector<value> ten;
+  for (int v = 0; v < 10; ++v)
+    ten.emplace_back(v);
+  for (int i = 0; i < 10; ++i)
+    ps.push_back(make_param("k" + std::to_string(i), param_type::integer, ten));
+  return search_space(std::move(ps), std::move(constraints));
+}
+
+std::vector<config> first_proposals(const std::string& strategy, const search_space& space, std::size_t n) {
+  register_builtins();
+  auto s = strategy_registry().create({strategy, nlohmann::json::object(), {}});
+  s.initialize(space, 5);
+  run_history h;
+  return s.propose(search_state(space, h, {}, n), n);
+}
+
+// Past 1e9 combinations a constrained space is sampled by the strategies, whether or not something
+// enumerated it first (a seed's sequence does not depend on what ran before); brute force and the run's
+// space check still enumerate it (pruned), so an empty one is refused before the run.
+TEST(large_space, what_enumerated_a_space_first_changes_no_sequence) {
+  const std::vector<std::string> corner{"k0 < 2", "k1 < 2", "k2 < 2", "k3 < 2", "k4 < 2"};  // 3.2e6 valid
+  const auto fresh = ten_by_ten(corner), enumerated = ten_by_ten(corner);
+  ASSERT_EQ(enumerated.valid().size(), 3'200'000u);
+  EXPECT_EQ(fresh.valid_if_enumerable(), nullptr);
+  EXPECT_EQ(enumerated.valid_if_enumerable(), nullptr);
+  EXPECT_EQ(first_proposals("random", fresh, 3), first_proposals("random", enumerated, 3));
+  EXPECT_EQ(first_proposals("brute_force", fresh, 3).size(), 3u);
+  const auto empty = check_space(ten_by_ten({"k0 > 100"}));
+  EXPECT_TRUE(empty.enumerated);
+  EXPECT_EQ(empty.valid, 0u);
 }
 
 }  // namespace

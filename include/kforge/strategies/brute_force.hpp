@@ -1,6 +1,7 @@
 // Strategy "brute_force": every valid configuration once, in the space's lexicographic order (for
-// recording spaces). On a space too large to enumerate it walks the cartesian product in the same
-// order, skipping what the constraints reject, without storing it. Options: none.
+// recording spaces). On a space whose enumeration is refused (more valid configurations than
+// search_space::max_valid_configs()) it walks the cartesian product in the same order, skipping what the
+// constraints reject, without storing it. Options: none.
 #pragma once
 
 #include <cstdint>
