@@ -90,3 +90,21 @@ def test_trials_line_says_what_gpu_memory_a_worker_held(tmp_path):
     assert accept.trials_line(str(folder)) == ("3 kforge trials (3 ok), 0 compile timeouts; no random run; "
                                                "a kforge worker held 3.0 GiB after its setup (9.5 at most)")
 
+
+def test_set_aside_records_are_merged_and_leave_once_a_verdict_is_committed(tmp_path):
+    archive, campaign = make_chunk(tmp_path)
+    record = {"reason": "out_of_memory", "gpu": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "workers": 4,
+              "date": "2026-12-07", "detail": "CUDA out of memory"}
+    (campaign / "set-aside.jsonl").write_text(json.dumps(dict(record, op="good", date="2026-12-06")) + "\n" +
+                                              json.dumps(dict(record, op="ghost", workers=2)) + "\n")
+    (archive.parent / "set-aside.jsonl").write_text(json.dumps(dict(record, op="ghost")) + "\n" +
+                                                    json.dumps(dict(record, op="old")) + "\n")
+    out = io.StringIO()
+    accept.accept(str(archive), str(campaign), set(), out=out)
+    kept = [json.loads(line) for line in (campaign / "set-aside.jsonl").read_text().splitlines()]
+    # good: taken now (final.json); old: already committed; ghost: both worker counts kept
+    assert [(r["op"], r["workers"]) for r in kept] == [("ghost", 2), ("ghost", 4)]
+    assert "set aside (no verdict): ghost: out of GPU memory on NVIDIA H100 80GB HBM3 (81559 MiB) with 4 workers" \
+        in out.getvalue()
+    assert "set aside (no verdict): old" not in out.getvalue()
+

@@ -329,6 +329,19 @@ def test_partial_campaign_is_said_at_the_top(campaign, tmp_path):
     assert "autotune" not in text.split("## Headline")[1].split("TritonForge")[0]
 
 
+def test_operators_set_aside_without_a_verdict_are_listed_until_they_have_one(campaign, tmp_path):
+    for f in (campaign[0] / "runs" / "op_flat").iterdir():
+        f.unlink()
+    record = {"reason": "out_of_memory", "gpu": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "workers": 4,
+              "date": "2026-12-07", "detail": "torch.OutOfMemoryError: CUDA out of memory."}
+    write_jsonl(campaign[0] / "set-aside.jsonl", [dict(record, op="op_flat"), dict(record, op="op_win"),
+                                                  dict(record, op="op_flat", workers=2)])
+    out = tmp_path / "r.md"
+    assert run_main(campaign, out) == 0
+    assert ("- Set aside without a verdict (out of GPU memory alone; not in the rates, searched again later): 1: "
+            "op_flat (NVIDIA H100 80GB HBM3, 2 workers; NVIDIA H100 80GB HBM3, 4 workers).") in out.read_text()
+
+
 # A final.json field the report says only where the campaign's operators differ in it: absent (every
 # final.json at its default), said once one operator's final.json sets it, refused when ill-typed.
 CAMPAIGN_FIELDS = [

@@ -14,6 +14,10 @@ final.json exists and which candidates are correct, and the verdict of this comm
 - ``skip (machine path)``: a file still holds an absolute path of the GPU machine (``/tmp/``,
   ``/work/``, ``/root/``); the search script removes them, so this means an older script.
 
+Operators the search script set aside without a verdict (out of GPU memory alone: ``set-aside.jsonl``
+beside RUNS.tgz) are merged into ``<into>/set-aside.jsonl`` (the report lists them) until the campaign
+holds a final.json for them.
+
 Nothing is judged automatically beyond that: trial counts differ by kernel (a cheap one makes about 100
 in 30 s, an attention kernel a few dozen), so the rows are for the person committing to read.
 """
@@ -28,6 +32,8 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+
+SET_ASIDE = "set-aside.jsonl"
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -138,7 +144,33 @@ def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: b
         unknown = skip - {r["op"] for r in rows}
         if unknown:
             print(f"note: --skip names operators not in the archive: {', '.join(sorted(unknown))}", file=out)
+    merge_set_aside(Path(archive).with_name(SET_ASIDE), Path(into), dry_run, out)
     return rows
+
+
+def merge_set_aside(source: Path, into: Path, dry_run: bool = False, out=sys.stdout) -> list[dict]:
+    """The campaign's record of operators set aside without a verdict (``<into>/set-aside.jsonl``: one out
+    of GPU memory alone on a card, with so many workers), merged with the chunk's (``set-aside.jsonl``
+    beside its runs.tgz, written by the search script): one record per (operator, card, workers), the
+    newest kept; an operator the campaign now holds a final.json for leaves the record. Returns it."""
+    def read(path: Path) -> list[dict]:
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def key(r: dict) -> tuple:
+        return r["op"], r["gpu"], r["workers"]
+
+    target = into / SET_ASIDE
+    chunk = read(source)
+    records = {key(r): r for r in read(target) + chunk}
+    kept = [r for _, r in sorted(records.items()) if not (into / "runs" / r["op"] / "final.json").exists()]
+    for r in kept:
+        if key(r) in {key(c) for c in chunk}:
+            print(f"set aside (no verdict): {r['op']}: out of GPU memory on {r['gpu']} ({r['memory_mib']} MiB) "
+                  f"with {r['workers']} workers", file=out)
+    if not dry_run and (kept or target.exists()):
+        target.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+    return kept
 
 
 def main(argv=None) -> int:

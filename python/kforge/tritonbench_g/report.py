@@ -311,6 +311,9 @@ class Operator:
     # the original's source has @triton.autotune (kernels/<op>.py of the data): its "original" is then
     # Triton's autotuner over the operator's own list, the baseline of item 6
     autotuned: bool = False
+    # set-aside.jsonl's records of it: searched but set aside without a verdict (out of GPU memory alone
+    # on a card with so many workers; accept drops them once a final.json is committed)
+    set_aside: list[dict] = dataclasses.field(default_factory=list)
 
     @property
     def searched(self) -> bool:
@@ -388,6 +391,12 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
     if not campaign.is_dir():
         raise ReportError(f"{campaign}: the campaign folder does not exist")
     runnable = read_runnable(campaign)
+    set_aside: dict[str, list[dict]] = {}
+    if (campaign / "set-aside.jsonl").exists():
+        for line in (campaign / "set-aside.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                set_aside.setdefault(record["op"], []).append(record)
     runs = campaign / "runs"
     run_names = {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
     operators = []
@@ -404,7 +413,8 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             harness_sizes=record.get("sizes") if record and isinstance(record.get("sizes"), int) else None,
             trials={m: read_trials(run_dir, m) for m in METHODS},
             final=parse_final(read_json(final_path), final_path) if final_path.exists() else None,
-            autotuned=has_autotune(kernels, op)))
+            autotuned=has_autotune(kernels, op),
+            set_aside=set_aside.get(op, [])))
     unknown = sorted((set(runnable) | run_names) - set(lengths))
     return operators, unknown
 
@@ -706,6 +716,12 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
              f"- Runnable operators with a kforge run (kforge.jsonl or final.json): "
              f"{sum(o.searched for o in runnable)}; with final.json: {sum(o.final is not None for o in runnable)}; "
              f"with random.jsonl: {sum(o.trials['random'] is not None for o in runnable)}."]
+    aside = [o for o in runnable if o.set_aside and o.final is None]
+    if aside:
+        def where(o: Operator) -> str:
+            return "; ".join(sorted({f"{r['gpu']}, {r['workers']} workers" for r in o.set_aside}))
+        lines.append(f"- Set aside without a verdict (out of GPU memory alone; not in the rates, searched again "
+                     f"later): {len(aside)}: " + ", ".join(f"{o.op} ({where(o)})" for o in aside) + ".")
     odd = [o.op for o in operators if o.searched and not o.runnable]
     if odd:
         lines.append(f"- Searched but not runnable (left out of the rates): {', '.join(odd)}.")
