@@ -41,8 +41,7 @@ std::vector<alternative_strata> find_alternatives(const search_space& space, std
     if (!params[p].ordered && params[p].values.size() >= 2) candidates.push_back(p);
   if (candidates.empty()) return out;
   const valid_set* vs = space.valid_if_enumerable(max_valid);
-  if (vs == nullptr) return out;  // too large to enumerate, or to stratify: no strata
-  if (vs->size() > max_valid || vs->size() < 2) return out;
+  if (vs == nullptr || vs->size() < 2) return out;  // too large to enumerate or to stratify, or too small
   const std::size_t d = params.size();
   // For each candidate p, value v and parameter q: which values q takes within the stratum p = v
   // (first value seen, and whether a second one was seen), and across the whole valid set.

@@ -160,8 +160,8 @@ class UniformDraws:
     (a space too large to list: TritonBench-G's chunk_gla_fwd has 5.3e8 combinations) seeded draws from
     ``space.sample`` that skip what ``skip`` holds. ``next(skip)``: a configuration tuple, or None when the
     listed space is used up, or ``tries`` draws of a large one found nothing outside ``skip`` (or its sampler
-    found no valid configuration at all). ``total``: the
-    valid count of a listed space, None for a sampled one (it is never used up)."""
+    found no valid configuration at all). ``total``: the valid count of a listed space, None for a sampled
+    one (it is never used up)."""
 
     LIST_LIMIT = 1_000_000
 

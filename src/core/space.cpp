@@ -570,11 +570,11 @@ const valid_set& search_space::valid() const {
 const valid_set* search_space::valid_if_enumerable(std::size_t max_valid) const {
   const auto& m = *impl_;
   // Decided by the space alone (its size, the fixed-seed estimate, the enumeration's outcome), never by
-  // whether something enumerated it before: a seed's sequence must not depend on that.
+  // whether something enumerated it before: a seed's sequence must not depend on that. Past 1e9
+  // combinations enumerating could take minutes (a constraint over every parameter is checked at the
+  // leaves).
   if (!m.explicit_valid && !m.constraints.empty()) {
-    if (cartesian_size() > 1e9)
-      return nullptr;  // could take minutes: constraints over every parameter
-                       // are checked at the leaves
+    if (cartesian_size() > 1e9) return nullptr;
     // Enumerating a large, loosely constrained space only to find it too big would cost seconds to
     // minutes (and 8 bytes a configuration): estimate the valid count first.
     std::call_once(m.estimate_once, [&] {

@@ -38,7 +38,7 @@ SET_ASIDE = "set-aside.jsonl"
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from kforge.tritonbench_g.report import compile_timeouts, read_trials  # noqa: E402
+from kforge.tritonbench_g.report import compile_timeouts, read_jsonl, read_trials  # noqa: E402
 
 MACHINE_PATHS = ("/tmp/", "/work/", "/root/")
 
@@ -154,8 +154,7 @@ def merge_set_aside(source: Path, into: Path, dry_run: bool = False, out=sys.std
     beside its runs.tgz, written by the search script): one record per (operator, card, workers), the
     newest kept; an operator the campaign now holds a final.json for leaves the record. Returns it."""
     def read(path: Path) -> list[dict]:
-        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-        return [json.loads(line) for line in lines if line.strip()]
+        return read_jsonl(path) if path.exists() else []
 
     def key(r: dict) -> tuple:
         return r["op"], r["gpu"], r["workers"]

@@ -393,10 +393,8 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
     runnable = read_runnable(campaign)
     set_aside: dict[str, list[dict]] = {}
     if (campaign / "set-aside.jsonl").exists():
-        for line in (campaign / "set-aside.jsonl").read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                record = json.loads(line)
-                set_aside.setdefault(record["op"], []).append(record)
+        for record in read_jsonl(campaign / "set-aside.jsonl"):
+            set_aside.setdefault(record["op"], []).append(record)
     runs = campaign / "runs"
     run_names = {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
     operators = []
