@@ -270,8 +270,9 @@ def fake_empty(shape, dtype="float32"):
 
 def fake_kernel(name: str, ms: float) -> None:
     """For fake programs: a kernel of `name` that ran `ms` milliseconds (a simulated activity record)."""
-    if FakeDevice.kernel_records is not None:
-        FakeDevice.kernel_records.append((name, ms))
+    records = FakeDevice.kernel_records  # read once: a profiler's start in another thread may reset it
+    if records is not None:
+        records.append((name, ms))
 
 
 def fake_break_device() -> None:
