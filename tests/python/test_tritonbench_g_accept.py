@@ -91,6 +91,19 @@ def test_trials_line_says_what_gpu_memory_a_worker_held(tmp_path):
                                                "a kforge worker held 3.0 GiB after its setup (9.5 at most)")
 
 
+def test_trials_line_says_how_long_the_slowest_setup_took(tmp_path):
+    folder = tmp_path / "op"
+    folder.mkdir()
+    parts = {"setup.worker_start_s": 4.0, "setup.inputs_s": 0.5, "setup.reference_s": 3.0}
+    old = {"status": "ok", "time_ms": 1.0, "metrics": dict(parts, **{"setup.profiler_s": 5.0})}  # serial start
+    new = {"status": "ok", "time_ms": 1.0, "metrics": dict(parts, **{"setup.profiler_s": 6.0,
+                                                                    "setup.profiler_wait_s": 1.0})}
+    (folder / "kforge.jsonl").write_text(json.dumps(new) + "\n" + trial("ok"))
+    assert accept.trials_line(str(folder)).endswith("; the slowest kforge setup took 8.5 s (profiler start 6.0 s)")
+    (folder / "kforge.jsonl").write_text(json.dumps(new) + "\n" + json.dumps(old) + "\n")
+    assert accept.trials_line(str(folder)).endswith("; the slowest kforge setup took 12.5 s (profiler start 5.0 s)")
+
+
 def test_set_aside_records_are_merged_and_leave_once_a_verdict_is_committed(tmp_path):
     archive, campaign = make_chunk(tmp_path)
     record = {"reason": "out_of_memory", "gpu": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "workers": 4,

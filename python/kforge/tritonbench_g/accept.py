@@ -99,6 +99,23 @@ def setup_memory_gib(folder: str, method: str) -> tuple[float, float] | None:
     return (max(h for h, _ in held), max(p for _, p in held)) if held else None
 
 
+SETUP_PARTS = ("setup.worker_start_s", "setup.inputs_s", "setup.reference_s")
+
+
+def setup_seconds(folder: str, method: str) -> tuple[float, float] | None:
+    """(setup seconds, profiler-start seconds) of a run's slowest worker, or None where no worker reported
+    its setup. The setup is the worker's start, inputs and reference, and of the profiler's start what
+    the setup did not hide (setup.profiler_wait_s; all of setup.profiler_s in runs made before the start
+    ran beside the setup)."""
+    per_worker = []
+    for m in (t.get("metrics") or {} for t in read_trials(Path(folder), method) or []):
+        if not all(k in m for k in SETUP_PARTS):
+            continue
+        profiler = m.get("setup.profiler_s", 0.0)
+        per_worker.append((sum(m[k] for k in SETUP_PARTS) + m.get("setup.profiler_wait_s", profiler), profiler))
+    return max(per_worker) if per_worker else None
+
+
 def trials_line(folder: str) -> str:
     """One operator's trial counts for the search script's per-operator line (read before committing), and
     the GPU memory a kforge worker held (what bounds the workers per GPU)."""
@@ -110,7 +127,9 @@ def trials_line(folder: str) -> str:
         return f"{c[1]} {method} trials ({c[0]} ok){timeouts}"
     memory = setup_memory_gib(folder, "kforge")
     held = f"; a kforge worker held {memory[0]:.1f} GiB after its setup ({memory[1]:.1f} at most)" if memory else ""
-    return f"{arm('kforge')}; {arm('random')}{held}"
+    setup = setup_seconds(folder, "kforge")
+    took = f"; the slowest kforge setup took {setup[0]:.1f} s (profiler start {setup[1]:.1f} s)" if setup else ""
+    return f"{arm('kforge')}; {arm('random')}{held}{took}"
 
 
 def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: bool = False,
