@@ -229,6 +229,56 @@ def test_the_final_measurement_profiles_each_program_or_says_why():
         {"error": "libkforge_cupti.so not found"}
 
 
+def test_the_final_measurement_survives_a_sticky_gpu_fault(monkeypatch):
+    """An illegal memory access (chunk_gla_fwd's original, 2026-12-07) breaks every later call in the
+    process: the sizes after it are None for every program, with the reason, instead of no final.json."""
+    state = {"broken": False}
+
+    def synchronize():
+        if state["broken"]:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def do_bench(fn, warmup, rep, return_mode):
+        fn()
+        synchronize()
+        return 1.0
+
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=synchronize))
+    fake_triton = types.ModuleType("triton")
+    fake_triton.testing = types.ModuleType("triton.testing")
+    fake_triton.testing.do_bench = do_bench
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setitem(sys.modules, "triton", fake_triton)
+    monkeypatch.setitem(sys.modules, "triton.testing", fake_triton.testing)
+
+    def faults_on_size_1(x):
+        if x == 1:
+            state["broken"] = True
+            raise RuntimeError("an illegal memory access was encountered")
+
+    calls = {"original": faults_on_size_1, "kforge": lambda x: None}
+    times, errors = measure.time_interleaved(calls, [0, 1, 2], 2, 0.0, 0.0)
+    assert times == {"original": [1.0, None, None], "kforge": [1.0, None, None]}
+    assert errors["original"][0].startswith("size 1: RuntimeError")
+    assert errors["kforge"] == ["sizes 1-2: not measured: the GPU faulted in original on size 1 "
+                                "(a sticky error: nothing after it runs in this process)"]
+    state["broken"] = False
+    seconds, fault = measure.compile_outside_the_lock(calls, [0, 1, 2])
+    assert fault.startswith("original on size 1: RuntimeError") and set(seconds) == set(calls)
+    # An error that leaves the GPU usable is only that size's.
+    state["broken"] = False
+
+    def bad_size_1(x):
+        if x == 1:
+            raise ValueError("bad size")
+
+    times, errors = measure.time_interleaved({"original": lambda x: None, "kforge": bad_size_1}, [0, 1, 2], 2,
+                                             0.0, 0.0)
+    assert times == {"original": [1.0, 1.0, 1.0], "kforge": [1.0, None, 1.0]}
+    assert errors["original"] == [] and len(errors["kforge"]) == 2  # both rounds
+    assert measure.compile_outside_the_lock({"kforge": bad_size_1}, [0, 1, 2])[1] is None
+
+
 def test_the_autotune_record_names_each_autotuned_kernels_choices():
     import types
 

@@ -258,6 +258,11 @@ def test_why_not_improved_classes(campaign):
     noknob = next(o for o in operators if o.op == "op_noknob")
     noknob.trials["kforge"] = []
     assert report.why_not_improved(noknob, report.outcome(noknob, "kforge")) == "no_trial"
+    # The final measurement has no time of the original on some size (it failed there, or the GPU faulted
+    # before it: measure.abandoned): nothing to compare a candidate with.
+    flat = next(o for o in operators if o.op == "op_flat")
+    flat.final.original_ms[-1] = None
+    assert report.why_not_improved(flat, report.outcome(flat, "kforge")) == "original_failed"
 
 
 def run_main(campaign_and_data, out):

@@ -152,32 +152,56 @@ def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, r
                     samples[n].append(triton.testing.do_bench(lambda: calls[n](x), warmup=warmup_ms, rep=rep_ms,
                                                               return_mode="median"))
                 except Exception as e:  # e.g. a size no search size covered
-                    torch.cuda.synchronize()
                     samples[n].append(math.nan)
                     errors[n].append(f"size {i}: {type(e).__name__}: {str(e)[:300]}")
+                    if not device_usable(torch):
+                        return abandoned(out, errors, len(inputs), f"{n} on size {i}")
         for n in names:
             good = [s for s in samples[n] if not math.isnan(s)]
             out[n].append(statistics.median(good) if len(good) == len(samples[n]) else None)
     return out, errors
 
 
-def compile_outside_the_lock(calls: dict, inputs: list) -> dict[str, float]:
+def device_usable(torch) -> bool:
+    """Whether the GPU still runs work after a failed call: an illegal memory access (TritonBench-G's
+    chunk_gla_fwd original on an H100) is sticky, and every later call in the process fails."""
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:
+        return False
+
+
+def abandoned(out: dict, errors: dict, sizes: int, culprit: str) -> tuple[dict, dict]:
+    """time_interleaved's result once the GPU faulted: sizes not measured are None for every program, with
+    the reason, so that final.json still records the operator (its original failed, or a candidate did)."""
+    for n in out:
+        measured = len(out[n])
+        out[n] += [None] * (sizes - measured)
+        errors[n].append(f"sizes {measured}-{sizes - 1}: not measured: the GPU faulted in {culprit} "
+                         "(a sticky error: nothing after it runs in this process)")
+    return out, errors
+
+
+def compile_outside_the_lock(calls: dict, inputs: list) -> tuple[dict[str, float], str | None]:
     """One call of every program on every size before the timing takes the GPU's lock, so Triton's JIT
     compiles (and an original's @triton.autotune benchmarks its list) while other processes on the GPU may
-    still time. Returns each program's seconds over these first calls. Errors are left to the timing to
-    record."""
+    still time. Returns each program's seconds over these first calls, and where the GPU faulted ("name
+    on size i: error"; None where it did not: the first calls stop there). Other errors are left to the
+    timing to record."""
     import torch
     seconds = {name: 0.0 for name in calls}
-    for x in inputs:
+    for i, x in enumerate(inputs):
         for name, call in calls.items():
             t0 = time.perf_counter()
             try:
                 call(x)
                 torch.cuda.synchronize()
-            except Exception:
-                pass
+            except Exception as e:
+                if not device_usable(torch):
+                    return seconds, f"{name} on size {i}: {type(e).__name__}: {str(e)[:300]}"
             seconds[name] += time.perf_counter() - t0
-    return seconds
+    return seconds, None
 
 
 def autotune_record(module, first_calls_s: float) -> dict | None:
@@ -240,6 +264,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     original_module = variant_module(experiment, [], worker)
     calls = {"original": h.bind(original_module)}
     candidates = {}
+    fault = None  # where the GPU faulted (a sticky error: nothing after it runs), once it has
     for name in ("kforge", "random"):
         path = os.path.join(runs_op, name + ".jsonl")
         best = best_trial(path)
@@ -252,18 +277,25 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                                     "search_clock_s": clock, "trials": trials}
             continue
         knobs = knobs_for(params, best["configuration"])
-        correct, errors = check(experiment, harness_file, knobs, worker)
+        correct, errors = check(experiment, harness_file, knobs, worker) if fault is None else \
+            (False, [f"not checked: the GPU faulted in {fault}"])
+        if fault is None and not correct and not worker.device.healthy():
+            fault = f"{name}'s check: {errors[0][:300]}"
         candidates[name] = {"configuration": best["configuration"], "correct": correct, "errors": errors,
                             "search_gpu_s": seconds, "search_clock_s": clock, "trials": trials,
                             "search_best_ms": best["time_ms"]}
         calls[name] = h.bind(variant_module(experiment, knobs, worker))
     t0 = time.perf_counter()
-    first_calls = compile_outside_the_lock(calls, inputs)
+    first_calls, fault = compile_outside_the_lock(calls, inputs) if fault is None else ({n: 0.0 for n in calls}, fault)
     autotune = autotune_record(original_module, first_calls["original"])
     with worker.lock.hold(exclusive=True):  # the GPU alone: other searches on it wait to time
-        times, errors = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
+        if fault is None:
+            times, errors = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
+        else:
+            times, errors = abandoned({n: [] for n in calls}, {n: [] for n in calls}, len(inputs), fault)
         profiled = ["original"] + [n for n in candidates if n in calls and not errors[n] and candidates[n]["correct"]]
-        cupti = {"size": len(inputs) - 1, **profile_calls(calls, profiled, inputs[-1], worker.device)}
+        cupti = {"size": len(inputs) - 1, **(profile_calls(calls, profiled, inputs[-1], worker.device) if fault is None
+                                             else {"error": f"not profiled: the GPU faulted in {fault}"})}
     for name in candidates:
         if name in times:
             candidates[name]["ms"] = times[name]
@@ -284,7 +316,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                          "gbps": [rate(h.perf.get_gbps, x, ms) for x, ms in zip(inputs, original)],
                          "tflops": [rate(h.perf.get_tflops, x, ms) for x, ms in zip(inputs, original)]},
             "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}, "cupti": cupti,
-            **({"autotune": autotune} if autotune else {})}
+            **({"autotune": autotune} if autotune else {}), **({"gpu_fault": fault} if fault else {})}
 
 
 def main(argv=None) -> int:

@@ -509,7 +509,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
 
     - ``original_failed``: every kforge trial failed in the worker's setup: the original does not run at
       the search's sizes, or does not reproduce itself (a race, reads of memory it does not own):
-      nothing can be checked against it;
+      nothing can be checked against it; or the final measurement has no time of the original on some
+      size (it failed there, or the GPU faulted before: measure.abandoned);
     - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size;
     - ``no_trial``: kforge.jsonl holds no trial: the search's budget ended before any finished (its
       set-up, the workers' start and the original's reference runs, took most of it);
@@ -530,7 +531,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     if not (operator.runnable and operator.searched) or kforge.success:
         return None
     trials = operator.trials["kforge"]
-    if trials and all((t.get("error") or "").startswith(ORIGINAL_FAILED) for t in trials):
+    if trials and all((t.get("error") or "").startswith(ORIGINAL_FAILED) for t in trials) or \
+            operator.final and any(ms is None for ms in operator.final.original_ms):
         return "original_failed"
     if kforge.present and kforge.speedup is None:
         return "wrong"
