@@ -257,14 +257,16 @@ def test_the_final_measurement_survives_a_sticky_gpu_fault(monkeypatch):
             raise RuntimeError("an illegal memory access was encountered")
 
     calls = {"original": faults_on_size_1, "kforge": lambda x: None}
-    times, errors = measure.time_interleaved(calls, [0, 1, 2], 2, 0.0, 0.0)
+    times, errors, fault = measure.time_interleaved(calls, [0, 1, 2], 2, 0.0, 0.0)
     assert times == {"original": [1.0, None, None], "kforge": [1.0, None, None]}
     assert errors["original"][0].startswith("size 1: RuntimeError")
-    assert errors["kforge"] == ["sizes 1-2: not measured: the GPU faulted in original on size 1 "
+    assert errors["kforge"] == ["sizes 1-2: not measured: the GPU faulted in original (size 1) "
                                 "(a sticky error: nothing after it runs in this process)"]
+    assert fault == {"program": "original", "where": "size 1",
+                     "error": "RuntimeError: an illegal memory access was encountered"}
     state["broken"] = False
     seconds, fault = measure.compile_outside_the_lock(calls, [0, 1, 2])
-    assert fault.startswith("original on size 1: RuntimeError") and set(seconds) == set(calls)
+    assert fault["program"] == "original" and fault["where"] == "size 1" and set(seconds) == set(calls)
     # An error that leaves the GPU usable is only that size's.
     state["broken"] = False
 
@@ -272,9 +274,9 @@ def test_the_final_measurement_survives_a_sticky_gpu_fault(monkeypatch):
         if x == 1:
             raise ValueError("bad size")
 
-    times, errors = measure.time_interleaved({"original": lambda x: None, "kforge": bad_size_1}, [0, 1, 2], 2,
-                                             0.0, 0.0)
-    assert times == {"original": [1.0, 1.0, 1.0], "kforge": [1.0, None, 1.0]}
+    times, errors, fault = measure.time_interleaved({"original": lambda x: None, "kforge": bad_size_1}, [0, 1, 2],
+                                                    2, 0.0, 0.0)
+    assert times == {"original": [1.0, 1.0, 1.0], "kforge": [1.0, None, 1.0]} and fault is None
     assert errors["original"] == [] and len(errors["kforge"]) == 2  # both rounds
     assert measure.compile_outside_the_lock({"kforge": bad_size_1}, [0, 1, 2])[1] is None
 

@@ -258,11 +258,18 @@ def test_why_not_improved_classes(campaign):
     noknob = next(o for o in operators if o.op == "op_noknob")
     noknob.trials["kforge"] = []
     assert report.why_not_improved(noknob, report.outcome(noknob, "kforge")) == "no_trial"
-    # The final measurement has no time of the original on some size (it failed there, or the GPU faulted
-    # before it: measure.abandoned): nothing to compare a candidate with.
+    # The final measurement has no time of the original on some size (it failed there, or it faulted the
+    # GPU: measure.abandoned): nothing to compare a candidate with.
     flat = next(o for o in operators if o.op == "op_flat")
     flat.final.original_ms[-1] = None
     assert report.why_not_improved(flat, report.outcome(flat, "kforge")) == "original_failed"
+    flat.final.gpu_fault_by = "original"
+    assert report.why_not_improved(flat, report.outcome(flat, "kforge")) == "original_failed"
+    # A candidate's fault leaves every program without the later sizes: the culprit decides.
+    flat.final.gpu_fault_by = "random"
+    assert report.why_not_improved(flat, report.outcome(flat, "kforge")) == "gpu_fault"
+    flat.final.gpu_fault_by = "kforge"
+    assert report.why_not_improved(flat, report.outcome(flat, "kforge")) == "wrong"
 
 
 def run_main(campaign_and_data, out):
@@ -511,3 +518,11 @@ def test_final_json_fields_of_the_campaigns_settings_are_checked(key, bad, words
             good.start_is_original) == (1, 2, 0, False, False)  # the defaults of files that lack them
     with pytest.raises(report.ReportError, match=words):
         report.parse_final({**final("op", [1.0], {}), key: bad}, Path("final.json"))
+
+
+def test_final_json_names_the_program_that_faulted_the_gpu():
+    assert report.parse_final(final("op", [1.0], {}), Path("final.json")).gpu_fault_by is None
+    fault = {"program": "random", "where": "size 3", "error": "RuntimeError: an illegal memory access"}
+    assert report.parse_final({**final("op", [1.0], {}), "gpu_fault": fault}, Path("final.json")).gpu_fault_by == "random"
+    with pytest.raises(report.ReportError, match="'gpu_fault' must be an object with 'program'"):
+        report.parse_final({**final("op", [1.0], {}), "gpu_fault": "random on size 3"}, Path("final.json"))

@@ -136,9 +136,12 @@ def variant_module(experiment: dict, knobs: list[dict], worker):
     return worker.import_variant({"program": p["program"], "end_marker": p.get("end_marker")}, knobs)
 
 
-def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, rep_ms: float) -> tuple[dict, dict]:
-    """({name: [median ms per size]}, {name: [errors]}): do_bench of ``call(input)`` per size, the programs
-    in an order that alternates between rounds. A size a program fails on is None, with the error."""
+def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float,
+                     rep_ms: float) -> tuple[dict, dict, dict | None]:
+    """({name: [median ms per size]}, {name: [errors]}, fault): do_bench of ``call(input)`` per size, the
+    programs in an order that alternates between rounds. A size a program fails on is None, with the
+    error; where the failure left the GPU unusable, the sizes after it too (abandoned), and fault says
+    where (gpu_fault; None where none did)."""
     import torch
     import triton.testing
     names = list(calls)
@@ -155,11 +158,12 @@ def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, r
                     samples[n].append(math.nan)
                     errors[n].append(f"size {i}: {type(e).__name__}: {str(e)[:300]}")
                     if not device_usable(torch):
-                        return abandoned(out, errors, len(inputs), f"{n} on size {i}")
+                        fault = gpu_fault(n, f"size {i}", e)
+                        return (*abandoned(out, errors, len(inputs), fault), fault)
         for n in names:
             good = [s for s in samples[n] if not math.isnan(s)]
             out[n].append(statistics.median(good) if len(good) == len(samples[n]) else None)
-    return out, errors
+    return out, errors, None
 
 
 def device_usable(torch) -> bool:
@@ -172,23 +176,34 @@ def device_usable(torch) -> bool:
         return False
 
 
-def abandoned(out: dict, errors: dict, sizes: int, culprit: str) -> tuple[dict, dict]:
+def gpu_fault(program: str, where: str, error) -> dict:
+    """final.json's ``gpu_fault``: the program whose call left the GPU unusable ("original", "kforge",
+    "random"), where ("size i", "check") and the error."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return {"program": program, "where": where, "error": text[:300]}
+
+
+def fault_text(fault: dict) -> str:
+    return f"{fault['program']} ({fault['where']})"
+
+
+def abandoned(out: dict, errors: dict, sizes: int, fault: dict) -> tuple[dict, dict]:
     """time_interleaved's result once the GPU faulted: sizes not measured are None for every program, with
     the reason, so that final.json still records the operator (its original failed, or a candidate did)."""
     for n in out:
         measured = len(out[n])
         out[n] += [None] * (sizes - measured)
-        errors[n].append(f"sizes {measured}-{sizes - 1}: not measured: the GPU faulted in {culprit} "
+        errors[n].append(f"sizes {measured}-{sizes - 1}: not measured: the GPU faulted in {fault_text(fault)} "
                          "(a sticky error: nothing after it runs in this process)")
     return out, errors
 
 
-def compile_outside_the_lock(calls: dict, inputs: list) -> tuple[dict[str, float], str | None]:
+def compile_outside_the_lock(calls: dict, inputs: list) -> tuple[dict[str, float], dict | None]:
     """One call of every program on every size before the timing takes the GPU's lock, so Triton's JIT
     compiles (and an original's @triton.autotune benchmarks its list) while other processes on the GPU may
-    still time. Returns each program's seconds over these first calls, and where the GPU faulted ("name
-    on size i: error"; None where it did not: the first calls stop there). Other errors are left to the
-    timing to record."""
+    still time. Returns each program's seconds over these first calls, and where the GPU faulted (a
+    gpu_fault; None where it did not: the first calls stop there). Other errors are left to the timing
+    to record."""
     import torch
     seconds = {name: 0.0 for name in calls}
     for i, x in enumerate(inputs):
@@ -199,7 +214,7 @@ def compile_outside_the_lock(calls: dict, inputs: list) -> tuple[dict[str, float
                 torch.cuda.synchronize()
             except Exception as e:
                 if not device_usable(torch):
-                    return seconds, f"{name} on size {i}: {type(e).__name__}: {str(e)[:300]}"
+                    return seconds, gpu_fault(name, f"size {i}", e)
             seconds[name] += time.perf_counter() - t0
     return seconds, None
 
@@ -264,7 +279,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     original_module = variant_module(experiment, [], worker)
     calls = {"original": h.bind(original_module)}
     candidates = {}
-    fault = None  # where the GPU faulted (a sticky error: nothing after it runs), once it has
+    fault = None  # where the GPU faulted (gpu_fault: a sticky error, nothing after it runs), once it has
     for name in ("kforge", "random"):
         path = os.path.join(runs_op, name + ".jsonl")
         best = best_trial(path)
@@ -278,9 +293,9 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
             continue
         knobs = knobs_for(params, best["configuration"])
         correct, errors = check(experiment, harness_file, knobs, worker) if fault is None else \
-            (False, [f"not checked: the GPU faulted in {fault}"])
+            (False, [f"not checked: the GPU faulted in {fault_text(fault)}"])
         if fault is None and not correct and not worker.device.healthy():
-            fault = f"{name}'s check: {errors[0][:300]}"
+            fault = gpu_fault(name, "check", errors[0])
         candidates[name] = {"configuration": best["configuration"], "correct": correct, "errors": errors,
                             "search_gpu_s": seconds, "search_clock_s": clock, "trials": trials,
                             "search_best_ms": best["time_ms"]}
@@ -290,12 +305,12 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     autotune = autotune_record(original_module, first_calls["original"])
     with worker.lock.hold(exclusive=True):  # the GPU alone: other searches on it wait to time
         if fault is None:
-            times, errors = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
+            times, errors, fault = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
         else:
             times, errors = abandoned({n: [] for n in calls}, {n: [] for n in calls}, len(inputs), fault)
         profiled = ["original"] + [n for n in candidates if n in calls and not errors[n] and candidates[n]["correct"]]
         cupti = {"size": len(inputs) - 1, **(profile_calls(calls, profiled, inputs[-1], worker.device) if fault is None
-                                             else {"error": f"not profiled: the GPU faulted in {fault}"})}
+                                             else {"error": f"not profiled: the GPU faulted in {fault_text(fault)}"})}
     for name in candidates:
         if name in times:
             candidates[name]["ms"] = times[name]

@@ -60,8 +60,8 @@ LATE_FRACTION = 0.75                      # the best trial after this fraction o
 ORIGINAL_FAILED = ("the original program", "the inputs function failed")  # the program worker's setup failures
 COMPILE_LIMITED_SHARE = 1 / 3             # this share of the trials past the compile limit: compile-limited
 COMPILE_TIMEOUT = TIMEOUT_MARK            # in a timeout trial's error: kforge.triton.bounded_compile's limit
-WHY_CLASSES = ("original_failed", "wrong", "no_trial", "no_knob", "at_bound", "compile_limited", "knobs_without_effect",
-               "original_best", "search_too_short", "other")
+WHY_CLASSES = ("original_failed", "gpu_fault", "wrong", "no_trial", "no_knob", "at_bound", "compile_limited",
+               "knobs_without_effect", "original_best", "search_too_short", "other")
 
 # TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
 BUCKET_EDGES = (801, 1711, 2493)
@@ -186,6 +186,9 @@ class Final:
     # first chunks, whose final.json lacks it, ran 2)
     workers_per_device: int = 2
     gpu: str | None = None  # the card the final measurement ran on (final.json's ``gpu``; older ones lack it)
+    # the program whose call left the GPU unusable in the final measurement (final.json's
+    # ``gpu_fault.program``, since 2026-12-07: measure.gpu_fault); None where none did
+    gpu_fault_by: str | None = None
     # configurations each search evaluated first (final.json's ``start_configurations``, since 2026-12-07:
     # 1, the original's own; older runs started from the strategy's draws, 0)
     start_configurations: int = 0
@@ -274,12 +277,16 @@ def parse_final(data: Any, path: Path) -> Final:
         raise ReportError(f"{path}: 'cupti' must be an object")
     cupti_programs = {name: {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                       for name, values in cupti.items() if isinstance(values, dict) and "error" not in values}
+    fault = data.get("gpu_fault")
+    if fault is not None and not (isinstance(fault, dict) and isinstance(fault.get("program"), str)):
+        raise ReportError(f"{path}: 'gpu_fault' must be an object with 'program' (a string)")
     autotune = data.get("autotune")
     autotune = {} if autotune is None else autotune
     if not isinstance(autotune, dict) or not isinstance(autotune.get("kernels", {}), dict):
         raise ReportError(f"{path}: 'autotune' must be an object with 'kernels' (an object)")
     return Final(ops_at_once=_whole(data, "ops_at_once", 1, 1, path), arms_together=_flag(data, "arms_together", path),
                  workers_per_device=_whole(data, "workers_per_device", 2, 1, path), gpu=gpu,
+                 gpu_fault_by=fault["program"] if fault else None,
                  start_configurations=_whole(data, "start_configurations", 0, 0, path),
                  start_is_original=_flag(data, "start_is_original", path), cupti=cupti_programs,
                  autotune_first_calls_s=_optional_number(autotune.get("first_calls_s"), path,
@@ -510,8 +517,11 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     - ``original_failed``: every kforge trial failed in the worker's setup: the original does not run at
       the search's sizes, or does not reproduce itself (a race, reads of memory it does not own):
       nothing can be checked against it; or the final measurement has no time of the original on some
-      size (it failed there, or the GPU faulted before: measure.abandoned);
-    - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size;
+      size, and no candidate's call left the GPU unusable (the original failed there, or faulted it);
+    - ``gpu_fault``: the random search's candidate left the GPU unusable in the final measurement
+      (measure.abandoned) before kforge's candidate was measured on every size: no verdict on kforge;
+    - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size (a
+      kforge candidate that faulted the GPU included);
     - ``no_trial``: kforge.jsonl holds no trial: the search's budget ended before any finished (its
       set-up, the workers' start and the original's reference runs, took most of it);
     - ``no_knob``: at most one distinct configuration tried (from kforge.jsonl; without it, final.json's
@@ -531,9 +541,12 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     if not (operator.runnable and operator.searched) or kforge.success:
         return None
     trials = operator.trials["kforge"]
+    fault_by = operator.final.gpu_fault_by if operator.final else None
     if trials and all((t.get("error") or "").startswith(ORIGINAL_FAILED) for t in trials) or \
-            operator.final and any(ms is None for ms in operator.final.original_ms):
+            operator.final and fault_by in (None, "original") and any(ms is None for ms in operator.final.original_ms):
         return "original_failed"
+    if fault_by == "random" and kforge.speedup is None:
+        return "gpu_fault"
     if kforge.present and kforge.speedup is None:
         return "wrong"
     if trials == []:
@@ -755,6 +768,8 @@ DEFINITIONS = f"""\
 WHY_TEXT = {
     "original_failed": "the original failed in the search worker's setup (it does not run at the search's "
                        "sizes, or does not reproduce itself on the same inputs): no candidate can be checked",
+    "gpu_fault": "the GPU faulted (a sticky error) in the random search's candidate during the final "
+                 "measurement, before kforge's was measured on every size",
     "wrong": "kforge's best candidate was incorrect (or failed) at the harness sizes",
     "no_trial": "the search finished no trial within its budget (the set-up took it)",
     "no_knob": "at most one distinct configuration was tried",
