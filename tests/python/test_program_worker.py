@@ -211,6 +211,36 @@ def test_compare_values_walks_containers():
     assert pw.compare_values(i + 1, i, dev, tol).startswith("returned: 3 of 3")
 
 
+def test_a_large_tensor_is_compared_in_blocks_with_the_same_verdict(monkeypatch):
+    """Blocks bound the comparison's float64 temporaries (dropout_triton ran a worker out of GPU memory
+    there); the mask, counts, first index and message are those of the whole-tensor comparison."""
+    dev = program_devices.FakeDevice(0)
+    np = dev.np
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal((6, 7, 5)).astype(np.float32)
+    ref[0, 1, 2], ref[3, 3, 3] = np.nan, np.inf
+    out = ref.copy()
+    out[0, 1, 2] = np.nan                       # NaN where the reference is NaN: equal
+    out[2, 4, 1] += 1.0                         # differs
+    out[5, 6, 4] = np.nan                       # a new NaN
+    out = np.ascontiguousarray(out.transpose(2, 0, 1)).transpose(1, 2, 0)  # not contiguous: copied flat
+    ignore = np.zeros(ref.shape, dtype=bool)
+    ignore[5, 6, 4] = True
+    tol = (1e-5, 1e-6)
+    with dev._quiet():
+        whole = [dev._bad(out, ref, tol, None), dev._bad(out, ref, tol, ignore)]
+    message = dev.compare("r", out, ref, tol)
+    monkeypatch.setattr(program_devices, "COMPARE_BLOCK", 16)  # 210 elements: 14 blocks, the last short
+    for mask, ig in zip(whole, (None, ignore)):
+        with dev._quiet():
+            assert np.array_equal(dev._bad(out, ref, tol, ig), mask)
+    assert dev.mismatches(out, ref, tol) == 2 and dev.mismatches(out, ref, tol, ignore) == 1
+    assert dev.compare("r", out, ref, tol) == message and message.startswith("r: 2 of 210 elements differ; first at (2, 4, 1)")
+    assert dev.compare("r", out, ref, tol, ignore, allow=1) is None
+    i = np.arange(40, dtype=np.int32)
+    assert dev.mismatches(i, i, tol) == 0 and dev.mismatches(i + (i == 39), i, tol) == 1
+
+
 def test_cut_program_and_apply_knobs():
     src = "def f(x):\n    B = 4\n    return x\n" + "#" * 20 + "\nresult = f(1)\n"
     cut = pw.cut_program(src, "####")

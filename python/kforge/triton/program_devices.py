@@ -55,6 +55,9 @@ def _poison_value(floating: bool, boolean: bool, signed: bool, int_max: Callable
     return 4096.0 if floating else False if boolean else 77
 
 
+COMPARE_BLOCK = 1 << 24  # elements compared at once (float64 temporaries of 128 MiB each)
+
+
 class _Comparison:
     """The comparison of a result with the reference, once for both devices; a device gives the array
     module ``_xp`` and the primitives below (numpy and torch name isnan, isinf and abs alike)."""
@@ -85,6 +88,23 @@ class _Comparison:
             return self._count(self._bad(out, ref, tol, ignore))
 
     def _bad(self, out, ref, tol, ignore):
+        """The mask of elements that differ. A large tensor is compared in blocks of COMPARE_BLOCK
+        elements: the comparison widens to float64 and makes several temporaries, 40 bytes an element at
+        once, which for TritonBench-G's largest inputs (dropout_triton, cross_entropy1: 1-4 GiB tensors)
+        ran a worker out of GPU memory while the inputs themselves fit; in blocks the temporaries are a
+        few hundred MiB whatever the size, and the mask (a byte an element) is the only full-size one."""
+        n = math.prod(self.shape_of(ref))
+        if n <= COMPARE_BLOCK:
+            return self._bad_block(out, ref, tol, ignore)
+        o, r = out.reshape(-1), ref.reshape(-1)
+        g = ignore.reshape(-1) if ignore is not None else None
+        bad = self._xp.zeros_like(r, dtype=self._bool)
+        for start in range(0, n, COMPARE_BLOCK):
+            block = slice(start, start + COMPARE_BLOCK)
+            bad[block] = self._bad_block(o[block], r[block], tol, g[block] if g is not None else None)
+        return bad.reshape(self.shape_of(ref))
+
+    def _bad_block(self, out, ref, tol, ignore):
         xp = self._xp
         if self.is_floating(ref):
             o, r = self._f64(out), self._f64(ref)
