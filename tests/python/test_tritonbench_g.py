@@ -153,6 +153,36 @@ def test_harness_never_runs_the_test_block_and_binds_a_variant(data):
         h.bind(types.SimpleNamespace())
 
 
+def test_search_workers_make_the_harness_sweep_one_at_a_time(data, tmp_path, monkeypatch):
+    """fast_rope_embedding's sweep is 34 GB of host tensors: four workers making it at once outgrew the GPU
+    machine's memory. search_shapes makes it under a lock of the machine, and keeps the search's sizes."""
+    import threading
+    import time
+    monkeypatch.setenv("KFORGE_INPUTS_LOCK", str(tmp_path / "inputs.lock"))
+    inside, most = [0], [0]
+    count = threading.Lock()
+
+    def hold():
+        with harness.inputs_lock():
+            with count:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.05)
+            with count:
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=hold) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1  # each flock opens the file anew: threads exclude each other as processes do
+    shapes = harness.search_shapes(str(data), "toy", "0,-1")
+    assert [len(s[0][0]) for s in shapes] == [16, 256]
+    assert [x is None for x in harness.operator(str(data), "toy").inputs] == [False, True, True, True, False]
+    assert "search_shapes(DATA, OP, " in importer.harness_text(str(data), "toy")
+
+
 def test_a_variant_through_the_worker_with_the_generated_inputs_and_adapter(data, tmp_path):
     out = tmp_path / "campaign"
     importer.main([str(data), "--out", str(out)])

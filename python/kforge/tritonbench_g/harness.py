@@ -6,10 +6,11 @@ operator's wrapper imported as ``from TritonBench_v1.<op> import ...``. kforge m
 call: each shape is ONE argument, ``to_cuda(input)``, and the callable is ``call_op`` with the names it
 imported from the operator rebound to the variant's module for the duration of the call.
 
-The generated ``harness.py`` of an operator (kforge.tritonbench_g.importer) is three lines::
+The generated ``harness.py`` of an operator (kforge.tritonbench_g.importer) is a few lines::
 
-    from kforge.tritonbench_g.harness import operator
-    def shapes(): return operator("/data/tritonbench-g", "add_example").shapes("spread:3")
+    from kforge.tritonbench_g.harness import operator, search_shapes
+    def shapes(): return search_shapes("/data/tritonbench-g", "add_example", "spread:3")
+    def all_shapes(): return operator("/data/tritonbench-g", "add_example").shapes("all")
     def bind(module): return operator("/data/tritonbench-g", "add_example").bind(module)
 
 Contract:
@@ -22,15 +23,22 @@ Contract:
 - ``bind(module)`` returns ``call(input)``: ``call_op(input)`` with every global of the harness that IS an
   attribute of the operator's original module replaced by the variant's attribute of the same name.
 - One ``Operator`` per (data, op) per process (``operator``), so ``shapes`` and ``bind`` share the harness.
+- ``search_shapes`` (a search worker's inputs): the harness makes every size of its sweep, on the host,
+  before the worker keeps the selected ones, so the processes of a machine make them one at a time
+  (``inputs_lock``): fast_rope_embedding's sweep is 34 GB of host tensors, and four workers making it at
+  once outgrew the GPU machine's 128 GiB (2026-12-07: the call hung until its time limit).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import gc
 import importlib.util
 import os
 import sys
+import tempfile
 import types
 
 END_MARKER = "#####"  # each operator's test block follows a line of 146 '#' (the data's README)
@@ -162,3 +170,25 @@ class Operator:
 @functools.lru_cache(maxsize=None)
 def operator(data_dir: str, op: str) -> Operator:
     return Operator(data_dir, op)
+
+
+@contextlib.contextmanager
+def inputs_lock(path: str | None = None):
+    """Held while a process makes a harness's whole sweep and drops what it does not keep: one process of
+    the machine at a time (an advisory lock on a file; $KFORGE_INPUTS_LOCK or one under the temporary
+    folder), so the host holds at most one sweep beside the sizes the workers kept."""
+    path = path or os.environ.get("KFORGE_INPUTS_LOCK") or os.path.join(tempfile.gettempdir(),
+                                                                         "kforge-tritonbench-g-inputs.lock")
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def search_shapes(data_dir: str, op: str, selection: str) -> list[tuple]:
+    """A search worker's inputs: ``operator(data_dir, op).shapes(selection, release_others=True)``, the
+    sweep made under ``inputs_lock``."""
+    with inputs_lock():
+        return operator(data_dir, op).shapes(selection, release_others=True)
