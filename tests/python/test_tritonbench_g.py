@@ -309,6 +309,11 @@ def test_the_final_measurement_survives_a_sticky_gpu_fault(monkeypatch):
     assert times == {"original": [1.0, 1.0, 1.0], "kforge": [1.0, None, 1.0]} and fault is None
     assert errors["original"] == [] and len(errors["kforge"]) == 2  # both rounds
     assert measure.compile_outside_the_lock({"kforge": bad_size_1}, [0, 1, 2])[1] is None
+    # A candidate's check runs the original first: a fault the worker reports as the original's is its.
+    assert measure.check_fault("kforge", "launch_failed: the original program fails on shape 2: ...")["program"] == \
+        "original"
+    assert measure.check_fault("random", "launch_failed: an illegal memory access was encountered")["program"] == \
+        "random"
 
 
 def test_the_autotune_record_names_each_autotuned_kernels_choices():

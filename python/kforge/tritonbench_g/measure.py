@@ -47,6 +47,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from kforge.triton import program_worker  # noqa: E402
+from kforge.tritonbench_g.report import ORIGINAL_FAILED  # noqa: E402
 
 # The ceilings the original's rates are judged against, per card (the name torch.cuda.get_device_name
 # gives, matched by its start): (device-to-device copy GB/s as measured, dense fp16/bf16 tensor-core TFLOP/s
@@ -183,6 +184,13 @@ def gpu_fault(program: str, where: str, error) -> dict:
     return {"program": program, "where": where, "error": text[:300]}
 
 
+def check_fault(name: str, error: str) -> dict:
+    """The gpu_fault of a candidate's check that left the GPU unusable: the check's setup runs the
+    original first (its reference), so a failure the worker reports as the original's is the original's."""
+    by_original = error.split(": ", 1)[-1].startswith(ORIGINAL_FAILED)
+    return gpu_fault("original" if by_original else name, "check", error)
+
+
 def fault_text(fault: dict) -> str:
     return f"{fault['program']} ({fault['where']})"
 
@@ -295,7 +303,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
         correct, errors = check(experiment, harness_file, knobs, worker) if fault is None else \
             (False, [f"not checked: the GPU faulted in {fault_text(fault)}"])
         if fault is None and not correct and not worker.device.healthy():
-            fault = gpu_fault(name, "check", errors[0])
+            fault = check_fault(name, errors[0])
         candidates[name] = {"configuration": best["configuration"], "correct": correct, "errors": errors,
                             "search_gpu_s": seconds, "search_clock_s": clock, "trials": trials,
                             "search_best_ms": best["time_ms"]}
