@@ -1,0 +1,83 @@
+"""kforge against random search at equal trial counts, from a TritonBench-G campaign's committed runs.
+
+For each operator with both arms' trials (runs/<op>/kforge.jsonl and random.jsonl, by sequence), and each
+trial count k that both arms reached: the ratio of random's best ok time over its first k trials to
+kforge's over its first k (> 1: kforge's best is faster). The table gives, per k, the operators
+compared, the median ratio, and how many are beyond +-2% either way (the arms' times come from
+different runs of the same search timing, so ratios within a few percent are noise).
+
+    PYTHONPATH=python .venv/bin/python -m kforge.tritonbench_g.anytime experiments/tritonbench-g/h200
+
+Both arms start from the original's configuration; kforge's default strategy (hybrid) then draws its
+first ``initial_samples`` (10) configurations uniformly, as random search does, so below about 11
+trials the two differ only by their draws.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from kforge.tritonbench_g.report import ReportError, read_trials, timed_ok  # noqa: E402
+
+COUNTS = (5, 10, 20, 40, 80)
+NOISE = 0.02  # ratios within this of 1 count as neither better nor worse
+
+
+def best_of_first(trials: list[dict], k: int) -> float | None:
+    """The fastest ok time among the first ``k`` trials (None: none of them is ok)."""
+    times = [float(t["time_ms"]) for t in trials[:k] if timed_ok(t)]
+    return min(times) if times else None
+
+
+def ratios(runs: Path, counts: tuple[int, ...] = COUNTS) -> dict[int, list[float]]:
+    """Per trial count k: random's best over kforge's best, for each operator whose two arms both ran at
+    least k trials and both have an ok one among them."""
+    out: dict[int, list[float]] = {k: [] for k in counts}
+    for op_dir in sorted(p for p in runs.iterdir() if p.is_dir()):
+        kforge, random = read_trials(op_dir, "kforge"), read_trials(op_dir, "random")
+        if not kforge or not random:
+            continue
+        for k in counts:
+            if min(len(kforge), len(random)) < k:
+                continue
+            a, b = best_of_first(kforge, k), best_of_first(random, k)
+            if a and b:
+                out[k].append(b / a)
+    return out
+
+
+def table(by_count: dict[int, list[float]]) -> list[str]:
+    lines = ["| trials | operators | median random best / kforge best | kforge faster (> 2%) | kforge slower (> 2%) |",
+             "|---|---|---|---|---|"]
+    for k, r in by_count.items():
+        if r:
+            lines.append(f"| {k} | {len(r)} | {statistics.median(r):.3f} | {sum(x > 1 + NOISE for x in r)} | "
+                         f"{sum(x < 1 - NOISE for x in r)} |")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("campaign", help="the campaign folder (experiments/tritonbench-g/h200)")
+    a = ap.parse_args(argv)
+    runs = Path(a.campaign) / "runs"
+    if not runs.is_dir():
+        print(f"{runs}: the campaign has no runs folder", file=sys.stderr)
+        return 2
+    try:
+        print("\n".join(table(ratios(runs))))
+    except ReportError as e:
+        print(e, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
