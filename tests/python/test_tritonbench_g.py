@@ -264,6 +264,9 @@ def test_the_final_measurement_survives_a_sticky_gpu_fault(monkeypatch):
     process: the sizes after it are None for every program, with the reason, instead of no final.json."""
     state = {"broken": False}
 
+    def healthy():  # the device's own check (TorchDevice.healthy)
+        return not state["broken"]
+
     def synchronize():
         if state["broken"]:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
@@ -287,7 +290,7 @@ def test_the_final_measurement_survives_a_sticky_gpu_fault(monkeypatch):
             raise RuntimeError("an illegal memory access was encountered")
 
     calls = {"original": faults_on_size_1, "kforge": lambda x: None}
-    times, errors, fault = measure.time_interleaved(calls, [0, 1, 2], 2, 0.0, 0.0)
+    times, errors, fault = measure.time_interleaved(calls, [0, 1, 2], 2, 0.0, 0.0, healthy)
     assert times == {"original": [1.0, None, None], "kforge": [1.0, None, None]}
     assert errors["original"][0].startswith("size 1: RuntimeError")
     assert errors["kforge"] == ["sizes 1-2: not measured: the GPU faulted in original (size 1) "
@@ -295,7 +298,7 @@ def test_the_final_measurement_survives_a_sticky_gpu_fault(monkeypatch):
     assert fault == {"program": "original", "where": "size 1",
                      "error": "RuntimeError: an illegal memory access was encountered"}
     state["broken"] = False
-    seconds, fault = measure.compile_outside_the_lock(calls, [0, 1, 2])
+    seconds, fault = measure.compile_outside_the_lock(calls, [0, 1, 2], healthy)
     assert fault["program"] == "original" and fault["where"] == "size 1" and set(seconds) == set(calls)
     # An error that leaves the GPU usable is only that size's.
     state["broken"] = False
@@ -305,10 +308,10 @@ def test_the_final_measurement_survives_a_sticky_gpu_fault(monkeypatch):
             raise ValueError("bad size")
 
     times, errors, fault = measure.time_interleaved({"original": lambda x: None, "kforge": bad_size_1}, [0, 1, 2],
-                                                    2, 0.0, 0.0)
+                                                    2, 0.0, 0.0, healthy)
     assert times == {"original": [1.0, 1.0, 1.0], "kforge": [1.0, None, 1.0]} and fault is None
     assert errors["original"] == [] and len(errors["kforge"]) == 2  # both rounds
-    assert measure.compile_outside_the_lock({"kforge": bad_size_1}, [0, 1, 2])[1] is None
+    assert measure.compile_outside_the_lock({"kforge": bad_size_1}, [0, 1, 2], healthy)[1] is None
     # A candidate's check runs the original first: a fault the worker reports as the original's is its.
     assert measure.check_fault("kforge", "launch_failed: the original program fails on shape 2: ...")["program"] == \
         "original"

@@ -42,6 +42,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Callable
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -137,13 +138,13 @@ def variant_module(experiment: dict, knobs: list[dict], worker):
     return worker.import_variant({"program": p["program"], "end_marker": p.get("end_marker")}, knobs)
 
 
-def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float,
-                     rep_ms: float) -> tuple[dict, dict, dict | None]:
+def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, rep_ms: float,
+                     healthy: Callable[[], bool]) -> tuple[dict, dict, dict | None]:
     """({name: [median ms per size]}, {name: [errors]}, fault): do_bench of ``call(input)`` per size, the
     programs in an order that alternates between rounds. A size a program fails on is None, with the
-    error; where the failure left the GPU unusable, the sizes after it too (abandoned), and fault says
-    where (gpu_fault; None where none did)."""
-    import torch
+    error; where the failure left the GPU unusable (``healthy()``, the device's check, is false after it:
+    an illegal memory access is sticky), the sizes after it too (abandoned), and fault says where
+    (gpu_fault; None where none did)."""
     import triton.testing
     names = list(calls)
     out = {n: [] for n in names}
@@ -158,23 +159,13 @@ def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float,
                 except Exception as e:  # e.g. a size no search size covered
                     samples[n].append(math.nan)
                     errors[n].append(f"size {i}: {type(e).__name__}: {str(e)[:300]}")
-                    if not device_usable(torch):
+                    if not healthy():
                         fault = gpu_fault(n, f"size {i}", e)
                         return (*abandoned(out, errors, len(inputs), fault), fault)
         for n in names:
             good = [s for s in samples[n] if not math.isnan(s)]
             out[n].append(statistics.median(good) if len(good) == len(samples[n]) else None)
     return out, errors, None
-
-
-def device_usable(torch) -> bool:
-    """Whether the GPU still runs work after a failed call: an illegal memory access (TritonBench-G's
-    chunk_gla_fwd original on an H100) is sticky, and every later call in the process fails."""
-    try:
-        torch.cuda.synchronize()
-        return True
-    except Exception:
-        return False
 
 
 def gpu_fault(program: str, where: str, error) -> dict:
@@ -206,7 +197,8 @@ def abandoned(out: dict, errors: dict, sizes: int, fault: dict) -> tuple[dict, d
     return out, errors
 
 
-def compile_outside_the_lock(calls: dict, inputs: list) -> tuple[dict[str, float], dict | None]:
+def compile_outside_the_lock(calls: dict, inputs: list,
+                             healthy: Callable[[], bool]) -> tuple[dict[str, float], dict | None]:
     """One call of every program on every size before the timing takes the GPU's lock, so Triton's JIT
     compiles (and an original's @triton.autotune benchmarks its list) while other processes on the GPU may
     still time. Returns each program's seconds over these first calls, and where the GPU faulted (a
@@ -221,7 +213,7 @@ def compile_outside_the_lock(calls: dict, inputs: list) -> tuple[dict[str, float
                 call(x)
                 torch.cuda.synchronize()
             except Exception as e:
-                if not device_usable(torch):
+                if not healthy():
                     return seconds, gpu_fault(name, f"size {i}", e)
             seconds[name] += time.perf_counter() - t0
     return seconds, None
@@ -309,11 +301,12 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                             "search_best_ms": best["time_ms"]}
         calls[name] = h.bind(variant_module(experiment, knobs, worker))
     t0 = time.perf_counter()
-    first_calls, fault = compile_outside_the_lock(calls, inputs) if fault is None else ({n: 0.0 for n in calls}, fault)
+    first_calls, fault = compile_outside_the_lock(calls, inputs, worker.device.healthy) if fault is None else \
+        ({n: 0.0 for n in calls}, fault)
     autotune = autotune_record(original_module, first_calls["original"])
     with worker.lock.hold(exclusive=True):  # the GPU alone: other searches on it wait to time
         if fault is None:
-            times, errors, fault = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms)
+            times, errors, fault = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms, worker.device.healthy)
         else:
             times, errors = abandoned({n: [] for n in calls}, {n: [] for n in calls}, len(inputs), fault)
         profiled = ["original"] + [n for n in candidates if n in calls and not errors[n] and candidates[n]["correct"]]
