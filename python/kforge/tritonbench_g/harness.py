@@ -176,7 +176,8 @@ def operator(data_dir: str, op: str) -> Operator:
 def inputs_lock(path: str | None = None):
     """Held while a process makes a harness's whole sweep and drops what it does not keep: one process of
     the machine at a time (an advisory lock on a file; $KFORGE_INPUTS_LOCK or one under the temporary
-    folder), so the host holds at most one sweep beside the sizes the workers kept."""
+    folder), so the machine holds at most one sweep beside the sizes the workers kept (on the GPU where the
+    harness makes its tensors without a device: the program worker's inputs context is the GPU)."""
     path = path or os.environ.get("KFORGE_INPUTS_LOCK") or os.path.join(tempfile.gettempdir(),
                                                                          "kforge-tritonbench-g-inputs.lock")
     with open(path, "a") as f:
