@@ -347,3 +347,45 @@ def test_final_json_counts_the_searches_start_configurations_and_says_if_the_fir
     assert program_worker.start_is_original([launch])
     assert not program_worker.start_is_original([{**launch, "knob": {"autotune": "k"}}])
     assert not program_worker.start_is_original([{k: v for k, v in launch.items() if k != "default"}])
+
+
+def test_the_final_measurement_holds_one_size_on_the_gpu_at_a_time(monkeypatch):
+    """fast_rope_embedding's sweep is 34 GB on the GPU, fast_ce_loss's about 60: the timing and the first
+    calls move each size to the GPU when they reach it (to_cuda, as the harness's run_benchmark does) and
+    drop it after, instead of holding the whole sweep beside the checks' references."""
+    live = {"now": 0, "most": 0}
+
+    class OnGpu:  # a size's inputs on the GPU: counted while alive
+        def __init__(self, i):
+            self.i = i
+            live["now"] += 1
+            live["most"] = max(live["most"], live["now"])
+
+        def __del__(self):
+            live["now"] -= 1
+
+    class Harness:  # kforge.tritonbench_g.harness.Operator's part the measurement uses
+        inputs = ["host 0", "host 1", "host 2", "host 3"]
+
+        def shapes(self, selection):
+            return [(OnGpu(int(i)),) for i in selection.split(",")]
+
+    def do_bench(fn, warmup, rep, return_mode):
+        fn()
+        return 1.0
+
+    fake_triton = types.ModuleType("triton")
+    fake_triton.testing = types.ModuleType("triton.testing")
+    fake_triton.testing.do_bench = do_bench
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None)))
+    monkeypatch.setitem(sys.modules, "triton", fake_triton)
+    monkeypatch.setitem(sys.modules, "triton.testing", fake_triton.testing)
+    inputs = measure.SizeInputs(Harness())
+    assert len(inputs) == 4 and inputs[-1].i == 3 and inputs.host(2) == "host 2"
+    seen = []
+    calls = {"original": lambda x: seen.append(x.i), "kforge": lambda x: None}
+    seconds, fault = measure.compile_outside_the_lock(calls, inputs, lambda: True)
+    assert fault is None and seen == [0, 1, 2, 3] and live["most"] == 1
+    times, errors, fault = measure.time_interleaved(calls, inputs, 2, 0.0, 0.0, lambda: True)
+    assert times == {"original": [1.0] * 4, "kforge": [1.0] * 4} and fault is None
+    assert live["most"] == 1 and live["now"] == 0

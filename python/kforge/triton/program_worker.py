@@ -612,6 +612,13 @@ class Worker:
         self.reference_key = rkey
         self.setup_account["setup.reference_s"] = time.perf_counter() - t1
 
+    def release_inputs(self) -> None:
+        """Drops every size's inputs and reference results (what ``_setup`` made) and hands the allocator's
+        cache back to the GPU; the next ``evaluate`` makes them again. For a caller that checked with this
+        worker and needs the GPU's memory for something else next (the TritonBench-G final measurement)."""
+        self.inputs_key, self.reference_key, self.shapes = None, None, []
+        self.device.release_cached_memory()
+
     def _pool_instability(self) -> None:
         """A race is the original's, not one size's: two further calls at one size may happen to agree
         where the race is there all the same (TritonBench-G's apply_penalty on an H100: a size whose two

@@ -14,7 +14,9 @@ search's winner on EVERY size of the harness's sweep, checked, then timed interl
 2. Time, TritonBench's way: ``triton.testing.do_bench`` (median, the L2 flushed before each call, warm-up)
    of the harness's ``call_op`` on ``to_cuda(input)``, per size, in ``--rounds`` rounds; within a round the
    programs take turns in an order that alternates between rounds, so clock drift cannot favour either.
-   Each program's time per size is the median of its rounds. The protocol is recorded in final.json (it
+   Each program's time per size is the median of its rounds. As the harness's ``run_benchmark`` does, a
+   size's inputs go to the GPU for that size only (``SizeInputs``), after the checks' inputs and
+   references were dropped (``Worker.release_inputs``): the GPU holds one size of the sweep, not all. The protocol is recorded in final.json (it
    is shorter than the harness's 100 ms warm-up and 1000 ms of repetitions: say so when quoting). The
    timing holds the GPU's lock exclusively (the program worker's DeviceLock), so searches of other
    operators sharing the GPU (``--ops-at-once``) compile meanwhile but never run a kernel beside it.
@@ -36,6 +38,7 @@ search's winner on EVERY size of the harness's sweep, checked, then timed interl
 from __future__ import annotations
 
 import argparse
+import collections.abc
 import json
 import math
 import os
@@ -149,7 +152,8 @@ def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, r
     names = list(calls)
     out = {n: [] for n in names}
     errors = {n: [] for n in names}
-    for i, x in enumerate(inputs):
+    for i in range(len(inputs)):
+        x = inputs[i]  # (a SizeInputs moves this size to the GPU here; dropped at the end of the size)
         samples = {n: [] for n in names}
         for r in range(rounds):
             for n in (names if r % 2 == 0 else names[::-1]):
@@ -165,6 +169,7 @@ def time_interleaved(calls: dict, inputs: list, rounds: int, warmup_ms: float, r
         for n in names:
             good = [s for s in samples[n] if not math.isnan(s)]
             out[n].append(statistics.median(good) if len(good) == len(samples[n]) else None)
+        del x
     return out, errors, None
 
 
@@ -206,7 +211,8 @@ def compile_outside_the_lock(calls: dict, inputs: list,
     to record."""
     import torch
     seconds = {name: 0.0 for name in calls}
-    for i, x in enumerate(inputs):
+    for i in range(len(inputs)):
+        x = inputs[i]
         for name, call in calls.items():
             t0 = time.perf_counter()
             try:
@@ -216,6 +222,7 @@ def compile_outside_the_lock(calls: dict, inputs: list,
                 if not healthy():
                     return seconds, gpu_fault(name, f"size {i}", e)
             seconds[name] += time.perf_counter() - t0
+        del x
     return seconds, None
 
 
@@ -259,6 +266,27 @@ def rate(fn, inp, ms):
         return None
 
 
+class SizeInputs(collections.abc.Sequence):
+    """The harness's sizes for the final measurement, each moved to the GPU when it is used
+    (``to_cuda``, as TritonBench's own ``run_benchmark`` does per size) and dropped after it: the timing
+    holds one size's inputs on the GPU at a time, not the whole sweep (fast_rope_embedding's is 34 GB,
+    fast_ce_loss's about 60 GB, beside the checks' references). ``host(i)`` is the harness's own input
+    (where its ``get_input_tensors`` made it), for its ``get_gbps``/``get_tflops``, which read shapes."""
+
+    def __init__(self, harness):
+        self.harness = harness
+
+    def __len__(self) -> int:
+        return len(self.harness.inputs)
+
+    def __getitem__(self, i: int):
+        i = range(len(self))[i]  # negative indices; IndexError past the end ends an iteration
+        return self.harness.shapes(str(i))[0][0]  # each call is (to_cuda(input),)
+
+    def host(self, i: int):
+        return self.harness.inputs[i]
+
+
 def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_ms: float,
             peak_gbps: float | None, peak_tflops: float | None, device: str = "torch",
             ops_at_once: int = 1, arms_together: bool = False) -> dict:
@@ -275,7 +303,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     from kforge.tritonbench_g.harness import operator
     program = experiment["problem"]["program"]  # <data>/kernels/<op>.py
     h = operator(os.path.dirname(os.path.dirname(program)), os.path.splitext(os.path.basename(program))[0])
-    inputs = [call[0] for call in h.shapes("all")]  # each call is (to_cuda(input),)
+    inputs = SizeInputs(h)
     original_module = variant_module(experiment, [], worker)
     calls = {"original": h.bind(original_module)}
     candidates = {}
@@ -300,6 +328,11 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                             "search_gpu_s": seconds, "search_clock_s": clock, "trials": trials,
                             "search_best_ms": best["time_ms"]}
         calls[name] = h.bind(variant_module(experiment, knobs, worker))
+    # Elements the original changed between its own calls (a race), as the checks above measured them on
+    # every size (the candidates' allowance: Worker._pool_instability); then the checks' inputs and
+    # references go back to the GPU before the timing moves its sizes there one at a time.
+    unstable = sum(n for s in worker.shapes for n, _ in s.unstable.values())
+    worker.release_inputs()
     t0 = time.perf_counter()
     first_calls, fault = compile_outside_the_lock(calls, inputs, worker.device.healthy) if fault is None else \
         ({n: 0.0 for n in calls}, fault)
@@ -326,11 +359,9 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
             "protocol": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True, "rounds": rounds,
                          "timer": "triton.testing.do_bench, median, L2 flushed", "seconds": round(time.perf_counter() - t0, 1)},
             "original": {"ms": original, "errors": errors["original"],
-                         # elements the original changed between its own calls (a race), as the checks
-                         # above measured them on every size (candidates' allowance: Worker._pool_instability)
-                         "unstable_elements": sum(n for s in worker.shapes for n, _ in s.unstable.values()),
-                         "gbps": [rate(h.perf.get_gbps, x, ms) for x, ms in zip(inputs, original)],
-                         "tflops": [rate(h.perf.get_tflops, x, ms) for x, ms in zip(inputs, original)]},
+                         "unstable_elements": unstable,
+                         "gbps": [rate(h.perf.get_gbps, inputs.host(i), ms) for i, ms in enumerate(original)],
+                         "tflops": [rate(h.perf.get_tflops, inputs.host(i), ms) for i, ms in enumerate(original)]},
             "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}, "cupti": cupti,
             **({"autotune": autotune} if autotune else {}), **({"gpu_fault": fault} if fault else {})}
 
