@@ -526,3 +526,22 @@ def test_final_json_names_the_program_that_faulted_the_gpu():
     assert report.parse_final({**final("op", [1.0], {}), "gpu_fault": fault}, Path("final.json")).gpu_fault_by == "random"
     with pytest.raises(report.ReportError, match="'gpu_fault' must be an object with 'program'"):
         report.parse_final({**final("op", [1.0], {}), "gpu_fault": "random on size 3"}, Path("final.json"))
+
+
+def test_kforge_against_random_side_by_side(campaign):
+    operators = loaded(campaign)
+    searched = [o for o in operators if o.runnable and o.searched]
+    lines = report.head_to_head_lines(searched)
+    assert lines[0] == "## kforge against random search"
+    # op_win: kforge 2.0x, random 1.25x (both successes); op_wrong: kforge incorrect, so not side by side
+    assert ("both arms correct on 1 operators: kforge more than 2% faster on 1 (op_win (1.60x)), random on 0, "
+            "within 2% on 0. A success for one arm only: kforge 0, random 0.") in lines[2]
+    from kforge.tritonbench_g import anytime
+    # op_win's first two trials: kforge's best 0.5 ms, random's 0.6 ms; the others have no random trials
+    by_count = anytime.ratios_of(((o.trials.get("kforge"), o.trials.get("random")) for o in searched), (2, 3, 4))
+    assert by_count[2] == [pytest.approx(1.2)] and by_count[3] == [pytest.approx(1.2)] and by_count[4] == []
+    assert anytime.table(by_count)[2:] == ["| 2 | 1 | 1.200 | 1 | 0 |", "| 3 | 1 | 1.200 | 1 | 0 |"]
+    # kforge wrong where random is a success: one arm only
+    wrong = next(o for o in operators if o.op == "op_wrong")
+    wrong.final.candidates["random"].ms = [0.5, 0.5]
+    assert "kforge 0, random 1 (op_wrong)" in report.head_to_head_lines(searched)[2]

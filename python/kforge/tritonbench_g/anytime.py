@@ -20,6 +20,7 @@ import os
 import statistics
 import sys
 from pathlib import Path
+from typing import Iterable
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -36,12 +37,12 @@ def best_of_first(trials: list[dict], k: int) -> float | None:
     return min(times) if times else None
 
 
-def ratios(runs: Path, counts: tuple[int, ...] = COUNTS) -> dict[int, list[float]]:
-    """Per trial count k: random's best over kforge's best, for each operator whose two arms both ran at
-    least k trials and both have an ok one among them."""
+def ratios_of(pairs: Iterable[tuple[list[dict] | None, list[dict] | None]],
+              counts: tuple[int, ...] = COUNTS) -> dict[int, list[float]]:
+    """Per trial count k: random's best over kforge's best, for each (kforge trials, random trials) pair
+    (in sequence order) whose two arms both ran at least k trials and both have an ok one among them."""
     out: dict[int, list[float]] = {k: [] for k in counts}
-    for op_dir in sorted(p for p in runs.iterdir() if p.is_dir()):
-        kforge, random = read_trials(op_dir, "kforge"), read_trials(op_dir, "random")
+    for kforge, random in pairs:
         if not kforge or not random:
             continue
         for k in counts:
@@ -51,6 +52,12 @@ def ratios(runs: Path, counts: tuple[int, ...] = COUNTS) -> dict[int, list[float
             if a and b:
                 out[k].append(b / a)
     return out
+
+
+def ratios(runs: Path, counts: tuple[int, ...] = COUNTS) -> dict[int, list[float]]:
+    """``ratios_of`` over the operator folders of a campaign's runs/."""
+    return ratios_of(((read_trials(d, "kforge"), read_trials(d, "random"))
+                      for d in sorted(p for p in runs.iterdir() if p.is_dir())), counts)
 
 
 def table(by_count: dict[int, list[float]]) -> list[str]:

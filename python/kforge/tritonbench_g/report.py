@@ -875,6 +875,35 @@ def card_lines(searched: list[Operator]) -> list[str]:
     return [f"Cards: {parts}.{note}", ""]
 
 
+def head_to_head_lines(searched: list[Operator]) -> list[str]:
+    """kforge against random search on the same operators: the final measurement's speed-ups side by
+    side (both correct: who is ahead by more than 2%), and the best time each had after the same number
+    of trials in its search (kforge.tritonbench_g.anytime)."""
+    from kforge.tritonbench_g import anytime  # it reads trials through this module
+
+    both = [(o.op, outcome(o, "kforge").speedup, outcome(o, "random").speedup) for o in searched]
+    both = [(op, k, r) for op, k, r in both if k is not None and r is not None]
+    k_only = [o.op for o in searched if outcome(o, "kforge").success and not outcome(o, "random").success]
+    r_only = [o.op for o in searched if outcome(o, "random").success and not outcome(o, "kforge").success]
+    if not both and not k_only and not r_only:
+        return []
+    ahead = [f"{op} ({k / r:.2f}x)" for op, k, r in both if k > r * (1 + anytime.NOISE)]
+    behind = [f"{op} ({r / k:.2f}x)" for op, k, r in both if r > k * (1 + anytime.NOISE)]
+
+    def named(ops: list[str]) -> str:
+        return f"{len(ops)}" + (f" ({', '.join(ops)})" if ops else "")
+
+    lines = ["## kforge against random search", "",
+             f"Final measurement, both arms correct on {len(both)} operators: kforge more than 2% faster on "
+             f"{named(ahead)}, random on {named(behind)}, within 2% on {len(both) - len(ahead) - len(behind)}. "
+             f"A success for one arm only: kforge {named(k_only)}, random {named(r_only)}.", "",
+             "Best ok time after the same number of trials in each search (random's best over kforge's: "
+             "above 1, kforge's is faster; the arms are timed in different runs, so a few percent is noise):",
+             ""]
+    return lines + anytime.table(anytime.ratios_of((o.trials.get("kforge"), o.trials.get("random"))
+                                                   for o in searched))
+
+
 def render_markdown(operators: list[Operator], unknown: list[str], campaign: str, command: str,
                     paths: Paths) -> str:
     """The whole report as Markdown text."""
@@ -912,6 +941,7 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
             rows.append([f"{bucket} ({BUCKET_RANGES[bucket]})"] + headline_cells(headline(members, m)))
     lines += markdown_table(("length",) + HEADLINE_HEADER, rows)
     lines += ["", "## Why not improved", ""] + why_lines(operators)
+    lines += [""] + head_to_head_lines(searched)
     lines += ["", "## Files", "",
               f"- Per operator: [{paths.csv.name}]({paths.csv.name}) (one row per operator of the data).",
               f"- ![speed-ups]({paths.speedups_png.name})",
