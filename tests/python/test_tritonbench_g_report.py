@@ -545,3 +545,23 @@ def test_kforge_against_random_side_by_side(campaign):
     wrong = next(o for o in operators if o.op == "op_wrong")
     wrong.final.candidates["random"].ms = [0.5, 0.5]
     assert "kforge 0, random 1 (op_wrong)" in report.head_to_head_lines(searched)[2]
+
+
+def test_cupti_decides_at_bound_over_the_harness_rates_and_marks_an_idle_gpu(campaign):
+    # op_bound is at bound by the harness's rates (3500 of 4000 GB/s). Measured by CUPTI at 1.9% DRAM and
+    # 19.9% SM (context_attn_bloom's on an H100, whose harness claims 3,075 GB/s), it is not: the GPU is
+    # mostly idle, and nothing earlier in the order applies (its trials span 2x, the best came first).
+    path = campaign[0] / "runs" / "op_bound" / "final.json"
+    base = json.loads(path.read_text())
+
+    def klass(original):
+        path.write_text(json.dumps({**base, "cupti": {"size": 0, "metrics": [report.CUPTI_DRAM, report.CUPTI_SM],
+                                                      "original": original}}))
+        o = next(o for o in loaded(campaign) if o.op == "op_bound")
+        return report.why_not_improved(o, report.outcome(o, "kforge"))
+
+    assert klass({report.CUPTI_DRAM: 1.9, report.CUPTI_SM: 19.9}) == "underused"
+    assert klass({report.CUPTI_DRAM: 1.9, report.CUPTI_SM: 25.0}) == "other"
+    assert klass({report.CUPTI_DRAM: 1.9, report.CUPTI_SM: 82.3}) == "at_bound"
+    assert klass({report.CUPTI_DRAM: 1.9}) == "other"  # what CUPTI measured decides at_bound; idle needs both
+    assert klass({}) == "at_bound"  # no measurement: the harness's rates

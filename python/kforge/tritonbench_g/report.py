@@ -53,6 +53,7 @@ SUCCESS_SPEEDUP = 1.05                    # a success: correct and at least this
 AT_BOUND_GBPS = 0.80                      # the original reaches this fraction of the measured copy bandwidth
 AT_BOUND_TFLOPS = 0.60                    # ... or this fraction of the nominal dense fp16 peak
 AT_BOUND_CUPTI_PCT = 80.0                 # ... or CUPTI's DRAM or SM throughput (% of peak) reaches this
+UNDERUSED_CUPTI_PCT = 20.0                # CUPTI's DRAM and SM throughput both below this: the GPU mostly idle
 CUPTI_DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 CUPTI_SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 NO_EFFECT_SPAN = 1.05                     # the ok trials' slowest / fastest below this: knobs without effect
@@ -61,7 +62,7 @@ ORIGINAL_FAILED = ("the original program", "the inputs function failed")  # the 
 COMPILE_LIMITED_SHARE = 1 / 3             # this share of the trials past the compile limit: compile-limited
 COMPILE_TIMEOUT = TIMEOUT_MARK            # in a timeout trial's error: kforge.triton.bounded_compile's limit
 WHY_CLASSES = ("original_failed", "gpu_fault", "wrong", "no_trial", "no_knob", "at_bound", "compile_limited",
-               "knobs_without_effect", "original_best", "search_too_short", "other")
+               "knobs_without_effect", "original_best", "search_too_short", "underused", "other")
 
 # TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
 BUCKET_EDGES = (801, 1711, 2493)
@@ -482,17 +483,35 @@ def distinct_configurations(trials: Iterable[dict]) -> int:
     return len({json.dumps(t.get("configuration"), sort_keys=True) for t in trials})
 
 
+def original_cupti(final: Final) -> list[float] | None:
+    """CUPTI's DRAM and SM throughput (% of peak) of the original on the largest size; None unless both
+    were measured."""
+    values = [final.cupti_metric("original", m) for m in (CUPTI_DRAM, CUPTI_SM)]
+    return None if None in values else values
+
+
 def original_at_bound(final: Final) -> bool:
-    """The original's best size reaches AT_BOUND_GBPS of the copy bandwidth or AT_BOUND_TFLOPS of the peak
-    (the harness's own GB/s and TFLOP/s), or CUPTI measured its DRAM or SM throughput on the largest size
-    at AT_BOUND_CUPTI_PCT of peak or more."""
+    """Where CUPTI measured the original (largest size, the size that weighs most in TritonBench's sum):
+    its DRAM or SM throughput (either that was measured) at AT_BOUND_CUPTI_PCT of peak or more. Otherwise the harness's own rates:
+    its best size at AT_BOUND_GBPS of the copy bandwidth or AT_BOUND_TFLOPS of the fp16 peak. The
+    measurement decides where there is one: the harness's GB/s are a formula of bytes it assumes moved
+    (context_attn_fwd's claims 3,830 GB/s on an H100, whose HBM3 peak is 3,350; CUPTI: DRAM 0.2%)."""
+    measured = [v for v in (final.cupti_metric("original", m) for m in (CUPTI_DRAM, CUPTI_SM)) if v is not None]
+    if measured:
+        return max(measured) >= AT_BOUND_CUPTI_PCT
+
     def best_fraction(values: list[float | None], peak: float | None) -> float:
         numbers = [v for v in values if v is not None]
         return max(numbers) / peak if numbers and peak else 0.0
-    cupti = [final.cupti_metric("original", m) for m in (CUPTI_DRAM, CUPTI_SM)]
     return (best_fraction(final.original_gbps, final.peak_gbps) >= AT_BOUND_GBPS or
-            best_fraction(final.original_tflops, final.peak_tflops) >= AT_BOUND_TFLOPS or
-            any(v is not None and v >= AT_BOUND_CUPTI_PCT for v in cupti))
+            best_fraction(final.original_tflops, final.peak_tflops) >= AT_BOUND_TFLOPS)
+
+
+def original_underused(final: Final) -> bool:
+    """CUPTI measured the original's DRAM and SM throughput both below UNDERUSED_CUPTI_PCT of peak on the
+    largest size: the GPU mostly waits (too few blocks, a sequential recurrence, latency)."""
+    cupti = original_cupti(final)
+    return cupti is not None and max(cupti) < UNDERUSED_CUPTI_PCT
 
 
 def timed_ok(trial: dict) -> bool:
@@ -526,8 +545,9 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
       set-up, the workers' start and the original's reference runs, took most of it);
     - ``no_knob``: at most one distinct configuration tried (from kforge.jsonl; without it, final.json's
       trial count, and an operator with neither counts zero);
-    - ``at_bound``: the original's best size reaches 80% of the copy bandwidth or 60% of the fp16 peak,
-      or CUPTI's DRAM or SM throughput of the original on the largest size is 80% of peak or more;
+    - ``at_bound``: CUPTI's DRAM or SM throughput of the original on the largest size is 80% of peak or
+      more; where CUPTI has no measurement of it, the original's best size reaches 80% of the copy
+      bandwidth or 60% of the fp16 peak by the harness's rates;
     - ``compile_limited``: a third or more of the trials were candidates whose compile outlasted the
       program evaluator's ``compile_timeout_s`` (the knobs' large values cost the search its time);
     - ``knobs_without_effect``: at least two ok trials and slowest / fastest < 1.05;
@@ -536,6 +556,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
       start is its list's first entry, nor for a launch option the source computes) and its fastest ok
       trial is that one: nothing faster was found;
     - ``search_too_short``: the fastest ok trial finished in the last 25% of the search's clock;
+    - ``underused``: CUPTI's DRAM and SM throughput of the original both below 20% of peak: the kernel
+      leaves the GPU mostly idle and its knobs did not change that (more parallelism is a rewrite's job);
     - ``other``: none of these.
     """
     if not (operator.runnable and operator.searched) or kforge.success:
@@ -572,6 +594,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
         best_clock = min(times)[1]
         if best_clock >= LATE_FRACTION * end:
             return "search_too_short"
+    if operator.final and original_underused(operator.final):
+        return "underused"
     return "other"
 
 
@@ -773,14 +797,16 @@ WHY_TEXT = {
     "wrong": "kforge's best candidate was incorrect (or failed) at the harness sizes",
     "no_trial": "the search finished no trial within its budget (the set-up took it)",
     "no_knob": "at most one distinct configuration was tried",
-    "at_bound": f"the original's best size already reaches {AT_BOUND_GBPS:.0%} of the copy bandwidth "
-                f"or {AT_BOUND_TFLOPS:.0%} of the fp16 peak, or CUPTI measured its DRAM or SM throughput "
-                f"at {AT_BOUND_CUPTI_PCT:.0f}% of peak or more (largest size)",
+    "at_bound": f"CUPTI measured the original's DRAM or SM throughput at {AT_BOUND_CUPTI_PCT:.0f}% of peak or "
+                f"more (largest size); without that measurement, the harness's rates put its best size at "
+                f"{AT_BOUND_GBPS:.0%} of the copy bandwidth or {AT_BOUND_TFLOPS:.0%} of the fp16 peak",
     "compile_limited": f"{COMPILE_LIMITED_SHARE:.0%} or more of the trials were candidates whose compile "
                        "outlasted the search's compile limit (compile_timeout_s)",
     "knobs_without_effect": f"the ok trials' times span less than {NO_EFFECT_SPAN - 1:.0%} (slowest / fastest)",
     "original_best": "the search started from the original's configuration and found nothing faster",
     "search_too_short": f"the fastest trial came in the last {1 - LATE_FRACTION:.0%} of the search's clock",
+    "underused": f"CUPTI measured the original's DRAM and SM throughput both under {UNDERUSED_CUPTI_PCT:.0f}% "
+                 "of peak (largest size): the GPU mostly waits, and the knobs did not change that",
     "other": "none of the above",
 }
 
