@@ -10,6 +10,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import shutil
+
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +71,11 @@ esac
 '''
 
 
+NEEDS_TOOLS = pytest.mark.skipif(
+    sys.platform != "linux" or not all(shutil.which(t) for t in ("bash", "flock", "timeout", "tar", "sed", "awk")),
+    reason="the device script needs Linux with bash, flock, timeout, tar, sed and awk")
+
+
 def _executable(path: Path, text: str) -> None:
     path.write_text(text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -84,7 +91,8 @@ def _search(tmp_path: Path, ops: str, oom: str, **env_extra) -> dict:
     runnable = tmp_path / "runnable.jsonl"
     runnable.write_text("".join(json.dumps({"op": op, "runnable": True}) + "\n" for op in ops.split()))
     out, log = tmp_path / "out", tmp_path / "calls.log"
-    env = dict(os.environ, OUT=str(out), KF_WORK=str(tmp_path / "work"), KF_TBG_DATA=str(tmp_path / "data"),
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KF_", "KFORGE_"))}  # the caller's settings
+    env.update(OUT=str(out), KF_WORK=str(tmp_path / "work"), KF_TBG_DATA=str(tmp_path / "data"),
                KFORGE_PYTHON=str(fake / "python"), KF_BIN=str(fake / "bin"), KF_RUNNABLE=str(runnable),
                KF_OPS=ops, FAKE_OPS=ops, FAKE_OOM=oom, FAKE_LOG=str(log),
                PATH=f"{fake / 'bin'}:{os.environ['PATH']}", KF_SEARCH_S="1", KF_WORKERS="4")
@@ -99,7 +107,7 @@ def _search(tmp_path: Path, ops: str, oom: str, **env_extra) -> dict:
             "progress": (out / "progress.log").read_text(), "archived": archived, "out": out}
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the device script is bash with flock and GNU tools")
+@NEEDS_TOOLS
 def test_out_of_memory_alone_is_retried_with_half_the_workers_down_to_one(tmp_path):
     # fake_ok never runs out; fake_big runs out with 4 and 2 workers and fits with 1.
     r = _search(tmp_path, "fake_ok fake_big", oom="fake_big:4 fake_big:2")
@@ -121,7 +129,7 @@ def test_out_of_memory_alone_is_retried_with_half_the_workers_down_to_one(tmp_pa
         ("fake_big", 4, "Fake GPU", 81559), ("fake_big", 2, "Fake GPU", 81559)]
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the device script is bash with flock and GNU tools")
+@NEEDS_TOOLS
 def test_out_of_memory_with_one_worker_is_set_aside_and_the_retries_stop(tmp_path):
     r = _search(tmp_path, "fake_huge", oom="fake_huge:4 fake_huge:2 fake_huge:1")
     assert [c for c in r["calls"] if c.startswith("run")] == [
@@ -131,7 +139,7 @@ def test_out_of_memory_with_one_worker_is_set_aside_and_the_retries_stop(tmp_pat
     assert len((r["out"] / "set-aside.jsonl").read_text().splitlines()) == 3
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the device script is bash with flock and GNU tools")
+@NEEDS_TOOLS
 def test_kf_oom_workers_bounds_the_retries(tmp_path):
     r = _search(tmp_path, "fake_big", oom="fake_big:4 fake_big:2", KF_OOM_WORKERS="2")
     assert [c for c in r["calls"] if c.startswith("run")] == ["run fake_big kforge 4", "run fake_big kforge 2"]
@@ -139,7 +147,7 @@ def test_kf_oom_workers_bounds_the_retries(tmp_path):
     assert [c for c in off["calls"] if c.startswith("run")] == ["run fake_big kforge 4"]
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the device script is bash with flock and GNU tools")
+@NEEDS_TOOLS
 def test_out_of_memory_beside_others_is_searched_again_alone_then_with_fewer_workers(tmp_path):
     r = _search(tmp_path, "fake_a fake_b", oom="fake_b:4", KF_OPS_AT_ONCE="2")
     assert [c for c in r["calls"] if c.startswith("run fake_b kforge")] == [
@@ -147,3 +155,20 @@ def test_out_of_memory_beside_others_is_searched_again_alone_then_with_fewer_wor
     assert "fake_b: out of GPU memory with 2 operators at once" in r["summary"]
     assert sorted(c for c in r["calls"] if c.startswith("measure")) == ["measure fake_a 4", "measure fake_b 2"]
     assert r["archived"] == {"fake_a", "fake_b"}
+
+
+@NEEDS_TOOLS
+def test_the_retries_stop_at_their_deadline(tmp_path):
+    r = _search(tmp_path, "fake_ok fake_big", oom="fake_big:4", KF_OOM_DEADLINE_S="-1")
+    assert [c for c in r["calls"] if c.startswith("run fake_big")] == ["run fake_big kforge 4"]
+    assert "deadline: fake_big (out of memory alone) left for a later call" in r["summary"]
+    assert "searched again" not in r["summary"] and r["archived"] == {"fake_ok"}
+
+
+@NEEDS_TOOLS
+def test_a_short_last_group_is_alone(tmp_path):
+    # Three operators two at a time: the last runs alone, so out of memory there is "alone" at once.
+    r = _search(tmp_path, "fake_a fake_b fake_c", oom="fake_c:4", KF_OPS_AT_ONCE="2")
+    assert [c for c in r["calls"] if c.startswith("run fake_c kforge")] == ["run fake_c kforge 4",
+                                                                           "run fake_c kforge 2"]
+    assert "fake_c: out of GPU memory alone" in r["summary"]

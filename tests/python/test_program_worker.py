@@ -513,3 +513,14 @@ def test_released_inputs_are_made_again_by_the_next_check(worker):
     assert out["status"] == "ok" and worker.shapes
     assert {"setup.inputs_s", "setup.reference_s"} <= out["metrics"].keys()  # the setup ran again
     assert worker.evaluate(request(7))["status"] == "wrong_result"  # and checks against a fresh reference
+
+
+def test_releasing_inputs_on_a_broken_gpu_does_not_raise(worker, monkeypatch):
+    assert worker.evaluate(request(0))["status"] == "ok"
+
+    def broken():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(worker.device, "release_cached_memory", broken)
+    worker.release_inputs()
+    assert worker.shapes == [] and worker.inputs_key is None and worker.reference_key is None

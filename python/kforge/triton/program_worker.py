@@ -615,9 +615,14 @@ class Worker:
     def release_inputs(self) -> None:
         """Drops every size's inputs and reference results (what ``_setup`` made) and hands the allocator's
         cache back to the GPU; the next ``evaluate`` makes them again. For a caller that checked with this
-        worker and needs the GPU's memory for something else next (the TritonBench-G final measurement)."""
+        worker and needs the GPU's memory for something else next (the TritonBench-G final measurement).
+        Never raises: on a GPU a sticky fault has broken, handing the cache back fails too, and the caller
+        is recording that fault."""
         self.inputs_key, self.reference_key, self.shapes = None, None, []
-        self.device.release_cached_memory()
+        try:
+            self.device.release_cached_memory()
+        except Exception:  # noqa: BLE001 - the fault is the caller's record; the state above is reset
+            pass
 
     def _pool_instability(self) -> None:
         """A race is the original's, not one size's: two further calls at one size may happen to agree

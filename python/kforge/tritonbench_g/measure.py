@@ -332,7 +332,8 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     # every size (the candidates' allowance: Worker._pool_instability); then the checks' inputs and
     # references go back to the GPU before the timing moves its sizes there one at a time.
     unstable = sum(n for s in worker.shapes for n, _ in s.unstable.values())
-    worker.release_inputs()
+    if fault is None:  # (after a fault nothing more runs on the GPU in this process)
+        worker.release_inputs()
     t0 = time.perf_counter()
     first_calls, fault = compile_outside_the_lock(calls, inputs, worker.device.healthy) if fault is None else \
         ({n: 0.0 for n in calls}, fault)
