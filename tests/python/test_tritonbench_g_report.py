@@ -534,7 +534,7 @@ def test_kforge_against_random_side_by_side(campaign):
     lines = report.head_to_head_lines(searched)
     assert lines[0] == "## kforge against random search"
     # op_win: kforge 2.0x, random 1.25x (both successes); op_wrong: kforge incorrect, so not side by side
-    assert ("both arms correct on 1 operators: kforge more than 2% faster on 1 (op_win (1.60x)), random on 0, "
+    assert ("both arms correct and timed on every size on 1 operators: kforge more than 2% faster on 1 (op_win (1.60x)), random on 0, "
             "within 2% on 0. A success for one arm only: kforge 0, random 0.") in lines[2]
     from kforge.tritonbench_g import anytime
     # op_win's first two trials: kforge's best 0.5 ms, random's 0.6 ms; the others have no random trials

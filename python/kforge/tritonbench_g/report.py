@@ -920,7 +920,7 @@ def head_to_head_lines(searched: list[Operator]) -> list[str]:
         return f"{len(ops)}" + (f" ({', '.join(ops)})" if ops else "")
 
     lines = ["## kforge against random search", "",
-             f"Final measurement, both arms correct on {len(both)} operators: kforge more than 2% faster on "
+             f"Final measurement, both arms correct and timed on every size on {len(both)} operators: kforge more than 2% faster on "
              f"{named(ahead)}, random on {named(behind)}, within 2% on {len(both) - len(ahead) - len(behind)}. "
              f"A success for one arm only: kforge {named(k_only)}, random {named(r_only)}.", "",
              "Best ok time after the same number of trials in each search (random's best over kforge's: "
