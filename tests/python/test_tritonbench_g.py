@@ -389,3 +389,43 @@ def test_the_final_measurement_holds_one_size_on_the_gpu_at_a_time(monkeypatch):
     times, errors, fault = measure.time_interleaved(calls, inputs, 2, 0.0, 0.0, lambda: True)
     assert times == {"original": [1.0] * 4, "kforge": [1.0] * 4} and fault is None
     assert live["most"] == 1 and live["now"] == 0
+
+
+def test_the_final_measurement_end_to_end_on_the_toy_operator(data, tmp_path, monkeypatch):
+    """measure() on the fake device: kforge's winner checked correct on every size and timed; random's
+    (BLOCK_SIZE 2, the planted fault) wrong at its first size; the checks' inputs released before the
+    timing; final.json's sizes, times and rates."""
+    out = tmp_path / "campaign"
+    importer.main([str(data), "--out", str(out)])
+    runs = tmp_path / "runs" / "toy"
+    runs.mkdir(parents=True)
+
+    def trials(config, ms):
+        return json.dumps({"sequence": 0, "status": "ok", "time_ms": ms, "configuration": config, "clock_s": 1.0}) + "\n"
+
+    (runs / "kforge.jsonl").write_text(trials({"BLOCK_SIZE": 256, "num_warps": 8, "num_stages": 2}, 1.0))
+    (runs / "random.jsonl").write_text(trials({"BLOCK_SIZE": 2, "num_warps": 4, "num_stages": 3}, 0.5))
+    fake_triton = types.ModuleType("triton")
+    fake_triton.testing = types.ModuleType("triton.testing")
+    fake_triton.testing.do_bench = lambda fn, warmup, rep, return_mode: (fn(), 2.0)[1]
+    fake_triton.runtime = types.ModuleType("triton.runtime")
+    fake_triton.runtime.autotuner = types.ModuleType("triton.runtime.autotuner")
+    fake_triton.runtime.autotuner.Autotuner = type("Autotuner", (), {})
+    for name, module in (("triton", fake_triton), ("triton.testing", fake_triton.testing),
+                         ("triton.runtime", fake_triton.runtime),
+                         ("triton.runtime.autotuner", fake_triton.runtime.autotuner)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None)))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    released = []
+    real_release = program_worker.Worker.release_inputs
+    monkeypatch.setattr(program_worker.Worker, "release_inputs",
+                        lambda self: (released.append(len(self.shapes)), real_release(self)))
+    r = measure.measure(str(out / "toy"), str(runs), 2, 0.0, 0.0, 1000.0, 100.0, device="fake")
+    assert r["sizes"] == ["0", "1", "2", "3", "4"] and released == [5]  # all five checked, then released
+    assert r["original"]["ms"] == [2.0] * 5 and r["original"]["errors"] == []
+    assert r["original"]["gbps"][0] == pytest.approx(3 * 16 * 4 / 2e-3 / 1e9)  # the harness's formula, host input
+    k, rnd = r["candidates"]["kforge"], r["candidates"]["random"]
+    assert k["correct"] and k["ms"] == [2.0] * 5 and k["errors"] == []
+    assert not rnd["correct"] and "shape 0" in rnd["errors"][0]
+    assert "gpu_fault" not in r and r["protocol"]["rounds"] == 2
