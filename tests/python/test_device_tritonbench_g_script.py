@@ -44,6 +44,9 @@ elif argv[:2] == ["-m", "kforge.triton.bounded_compile"]:
 elif argv[:2] == ["-m", "kforge.tritonbench_g.measure"]:
     problem, runs = argv[2], argv[argv.index("--runs") + 1]
     config = json.load(open(os.path.join(problem, "kforge.json")))
+    if config["op"] in os.environ.get("FAKE_SLOW", "").split():
+        import time
+        time.sleep(30)
     json.dump({{"op": config["op"], "workers": config["workers"]}}, open(os.path.join(runs, "final.json"), "w"))
     record("measure", config["op"], config["workers"])
     print(f"{{config['op']}}: 3 sizes measured in 0.1 s; correct {{{{'kforge': True}}}}")
@@ -81,7 +84,9 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def _search(tmp_path: Path, ops: str, oom: str, **env_extra) -> dict:
+def _search(tmp_path: Path, ops: str, oom: str, set_aside: tuple = (), **env_extra) -> dict:
+    """``scripts/device-tritonbench-g search`` over the runnable operators ``ops`` (KF_OPS unless a test
+    passes KF_OPS=""), a campaign of the test's own with ``set_aside`` in its set-aside.jsonl."""
     fake = tmp_path / "fake"
     (fake / "bin").mkdir(parents=True)
     _executable(fake / "python", FAKE_PYTHON.format(python=sys.executable))
@@ -91,12 +96,16 @@ def _search(tmp_path: Path, ops: str, oom: str, **env_extra) -> dict:
     runnable = tmp_path / "runnable.jsonl"
     runnable.write_text("".join(json.dumps({"op": op, "runnable": True}) + "\n" for op in ops.split()))
     out, log = tmp_path / "out", tmp_path / "calls.log"
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "set-aside.jsonl").write_text("".join(json.dumps({"op": op}) + "\n" for op in set_aside))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KF_", "KFORGE_"))}  # the caller's settings
     env.update(OUT=str(out), KF_WORK=str(tmp_path / "work"), KF_TBG_DATA=str(tmp_path / "data"),
                KFORGE_PYTHON=str(fake / "python"), KF_BIN=str(fake / "bin"), KF_RUNNABLE=str(runnable),
-               KF_OPS=ops, FAKE_OPS=ops, FAKE_OOM=oom, FAKE_LOG=str(log),
+               KF_RESULTS=str(results), KF_OPS=ops, FAKE_OPS=ops, FAKE_OOM=oom, FAKE_LOG=str(log),
                PATH=f"{fake / 'bin'}:{os.environ['PATH']}", KF_SEARCH_S="1", KF_WORKERS="4")
     env.update(env_extra)
+    env = {k: v for k, v in env.items() if v != ""}
     done = subprocess.run([str(SCRIPT), "search"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     archived = set()
@@ -172,3 +181,21 @@ def test_a_short_last_group_is_alone(tmp_path):
     assert [c for c in r["calls"] if c.startswith("run fake_c kforge")] == ["run fake_c kforge 4",
                                                                            "run fake_c kforge 2"]
     assert "fake_c: out of GPU memory alone" in r["summary"]
+
+
+@NEEDS_TOOLS
+def test_a_final_measurement_past_its_limit_is_set_aside(tmp_path):
+    r = _search(tmp_path, "fake_slow fake_ok", oom="", FAKE_SLOW="fake_slow", KF_MEASURE_S="1")
+    assert "fake_slow: the final measurement ran past its 1 s" in r["summary"]
+    assert r["archived"] == {"fake_ok"}
+    records = [json.loads(l) for l in (r["out"] / "set-aside.jsonl").read_text().splitlines()]
+    assert [(x["op"], x["reason"], x["workers"]) for x in records] == [("fake_slow", "measure_timeout", 4)]
+    assert "stopped at its limit of 1 s" in records[0]["detail"]
+    assert (r["out"] / "timeout" / "fake_slow.w4.search.log").exists()
+
+
+@NEEDS_TOOLS
+def test_without_kf_ops_the_operators_set_aside_come_last(tmp_path):
+    r = _search(tmp_path, "fake_a fake_b fake_c", oom="", set_aside=("fake_a",), KF_OPS="")
+    assert [c.split()[1] for c in r["calls"] if c.startswith("run") and " kforge " in c] == \
+        ["fake_b", "fake_c", "fake_a"]

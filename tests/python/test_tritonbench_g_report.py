@@ -350,8 +350,19 @@ def test_operators_set_aside_without_a_verdict_are_listed_until_they_have_one(ca
                                                   dict(record, op="op_flat", workers=2)])
     out = tmp_path / "r.md"
     assert run_main(campaign, out) == 0
-    assert ("- Set aside without a verdict (out of GPU memory alone; not in the rates, searched again later): 1: "
-            "op_flat (NVIDIA H100 80GB HBM3, 2 workers; NVIDIA H100 80GB HBM3, 4 workers).") in out.read_text()
+    assert ("- Set aside without a verdict (out of GPU memory alone; not in the rates, searched again after the "
+            "other operators): 1: op_flat (NVIDIA H100 80GB HBM3, 2 workers; NVIDIA H100 80GB HBM3, 4 workers).") \
+        in out.read_text()
+    # A final measurement past its limit is said as such, each record with its reason.
+    for f in (campaign[0] / "runs" / "op_other").iterdir():
+        f.unlink()
+    write_jsonl(campaign[0] / "set-aside.jsonl", [dict(record, op="op_flat"),
+                                                  dict(record, op="op_other", reason="measure_timeout")])
+    assert run_main(campaign, out) == 0
+    assert ("- Set aside without a verdict (out of GPU memory alone, or a final measurement past its time limit; "
+            "not in the rates, searched again after the other operators): 2: "
+            "op_flat (NVIDIA H100 80GB HBM3, 4 workers: out of memory), "
+            "op_other (NVIDIA H100 80GB HBM3, 4 workers: final measurement past its limit).") in out.read_text()
 
 
 # A final.json field the report says only where the campaign's operators differ in it: absent (every

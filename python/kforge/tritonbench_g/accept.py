@@ -14,7 +14,8 @@ final.json exists and which candidates are correct, and the verdict of this comm
 - ``skip (machine path)``: a file still holds an absolute path of the GPU machine (``/tmp/``,
   ``/work/``, ``/root/``); the search script removes them, so this means an older script.
 
-Operators the search script set aside without a verdict (out of GPU memory alone: ``set-aside.jsonl``
+Operators the search script set aside without a verdict (out of GPU memory alone, or a final measurement
+past its time limit: ``set-aside.jsonl``
 beside RUNS.tgz) are merged into ``<into>/set-aside.jsonl`` (the report lists them) until the campaign
 holds a final.json for them.
 
@@ -34,6 +35,9 @@ import tempfile
 from pathlib import Path
 
 SET_ASIDE = "set-aside.jsonl"
+# Why the search script set an operator aside without a verdict (a record's ``reason``).
+SET_ASIDE_REASONS = {"out_of_memory": "out of GPU memory",
+                     "measure_timeout": "the final measurement ran past its time limit"}
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -169,7 +173,7 @@ def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: b
 
 def merge_set_aside(source: Path, into: Path, dry_run: bool = False, out=sys.stdout) -> list[dict]:
     """The campaign's record of operators set aside without a verdict (``<into>/set-aside.jsonl``: one out
-    of GPU memory alone on a card, with so many workers), merged with the chunk's (``set-aside.jsonl``
+    of GPU memory alone, or whose final measurement ran past its limit, on a card, with so many workers), merged with the chunk's (``set-aside.jsonl``
     beside its runs.tgz, written by the search script): one record per (operator, card, workers), the
     newest kept; an operator the campaign now holds a final.json for leaves the record. Returns it."""
     def read(path: Path) -> list[dict]:
@@ -184,8 +188,8 @@ def merge_set_aside(source: Path, into: Path, dry_run: bool = False, out=sys.std
     kept = [r for _, r in sorted(records.items()) if not (into / "runs" / r["op"] / "final.json").exists()]
     for r in kept:
         if key(r) in {key(c) for c in chunk}:
-            print(f"set aside (no verdict): {r['op']}: out of GPU memory on {r['gpu']} ({r['memory_mib']} MiB) "
-                  f"with {r['workers']} workers", file=out)
+            print(f"set aside (no verdict): {r['op']}: {SET_ASIDE_REASONS.get(r.get('reason'), r.get('reason'))} on "
+                  f"{r['gpu']} ({r['memory_mib']} MiB) with {r['workers']} workers", file=out)
     if not dry_run and (kept or target.exists()):
         target.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
     return kept

@@ -755,10 +755,17 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
              f"with random.jsonl: {sum(o.trials['random'] is not None for o in runnable)}."]
     aside = [o for o in runnable if o.set_aside and o.final is None]
     if aside:
+        why = {"out_of_memory": "out of memory", "measure_timeout": "final measurement past its limit"}
+
         def where(o: Operator) -> str:
-            return "; ".join(sorted({f"{r['gpu']}, {r['workers']} workers" for r in o.set_aside}))
-        lines.append(f"- Set aside without a verdict (out of GPU memory alone; not in the rates, searched again "
-                     f"later): {len(aside)}: " + ", ".join(f"{o.op} ({where(o)})" for o in aside) + ".")
+            return "; ".join(sorted({f"{r['gpu']}, {r['workers']} workers"
+                                     + (f": {why.get(r.get('reason'), r.get('reason'))}" if reasons > 1 else "")
+                                     for r in o.set_aside}))
+        reasons = len({r.get("reason") for o in aside for r in o.set_aside})
+        said = "out of GPU memory alone" if reasons == 1 and aside[0].set_aside[0].get("reason") == "out_of_memory" \
+            else "out of GPU memory alone, or a final measurement past its time limit"
+        lines.append(f"- Set aside without a verdict ({said}; not in the rates, searched again after the other "
+                     f"operators): {len(aside)}: " + ", ".join(f"{o.op} ({where(o)})" for o in aside) + ".")
     odd = [o.op for o in operators if o.searched and not o.runnable]
     if odd:
         lines.append(f"- Searched but not runnable (left out of the rates): {', '.join(odd)}.")
