@@ -198,4 +198,15 @@ nlohmann::json to_json(const value& v);
 /// kf::value of a JSON scalar or array (objects are refused with kf::error).
 value from_json(const nlohmann::json& j);
 
+/// Called with the key at fault ("" for the whole object, else a parameter's name) and the reason; must
+/// throw (the caller's error type says where: a file's key, a command-line option).
+using json_fault = std::function<void(const std::string& key, const std::string& why)>;
+
+/// The configuration of `s` a JSON object {parameter: value, ...} names, as `kforge export` writes them
+/// and experiments' `start:` lists them: every parameter given, no other name (`owner` names the space
+/// in that message), each value one of its parameter's. Whether it satisfies the constraints is the
+/// caller's check (it says what the configuration is checked against).
+config config_from_json(const search_space& s, const nlohmann::json& object, const std::string& owner,
+                        const json_fault& fail);
+
 }  // namespace kf

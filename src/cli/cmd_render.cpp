@@ -55,23 +55,9 @@ config parse_config(const kernel_spec& k, const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     throw config_error(where, "--config", std::string("not JSON: ") + e.what());
   }
-  if (!j.is_object()) throw config_error(where, "--config", "expected a JSON object {parameter: value}");
-  std::map<std::string, value, std::less<>> values;
-  for (const auto& [name, v] : j.items()) {
-    if (!k.space.param_index(name))
-      throw config_error(where, "--config." + name, "not a parameter of " + k.name);
-    try {
-      values[name] = from_json(v);
-    } catch (const error& e) {
-      throw config_error(where, "--config." + name, e.what());
-    }
-  }
-  config c;
-  try {
-    c = k.space.from_values(values, false);
-  } catch (const error& e) {
-    throw config_error(where, "--config", e.what());
-  }
+  const config c = config_from_json(k.space, j, k.name, [](const std::string& key, const std::string& why) {
+    throw config_error(where, key.empty() ? "--config" : "--config." + key, why);
+  });
   if (!k.space.is_valid(c))
     throw config_error(where, "--config", k.space.describe(c) + " violates a constraint of " + k.name);
   return c;

@@ -100,21 +100,10 @@ void read_start(const document& doc, experiment_spec& s) {
     }
     if (!item.is_object())
       doc.at(key).fail("expected default or {parameter: value, ...}, got " + describe_json(item));
-    std::map<std::string, value, std::less<>> values;
-    for (const auto& [name, v] : item.items()) {
-      if (!space.param_index(name)) doc.at(key + "." + name).fail("not a parameter of the problem");
-      try {
-        values[name] = from_json(v);
-      } catch (const error& e) {
-        doc.at(key + "." + name).fail(e.what());
-      }
-    }
-    config c;
-    try {
-      c = space.from_values(values, false);
-    } catch (const error& e) {
-      doc.at(key).fail(e.what());
-    }
+    const config c =
+        config_from_json(space, item, "the problem", [&](const std::string& name, const std::string& why) {
+          doc.at(name.empty() ? key : key + "." + name).fail(why);
+        });
     if (!space.is_valid(c))
       doc.at(key).fail(
           space.describe(c) + " is not a valid configuration of the problem (" +

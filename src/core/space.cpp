@@ -839,4 +839,29 @@ value from_json(const nlohmann::json& j) {
   }
 }
 
+config config_from_json(const search_space& s, const nlohmann::json& object, const std::string& owner,
+                        const json_fault& fail) {
+  auto failed = [&](const std::string& key, const std::string& why) {
+    fail(key, why);
+    throw error(why);  // (a fault handler that returns)
+  };
+  if (!object.is_object())
+    failed("", "expected a JSON object {parameter: value}, got " + describe_json(object));
+  std::map<std::string, value, std::less<>> values;
+  for (const auto& [name, v] : object.items()) {
+    if (!s.param_index(name)) failed(name, "not a parameter of " + owner);
+    try {
+      values[name] = from_json(v);
+    } catch (const error& e) {
+      failed(name, e.what());
+    }
+  }
+  try {
+    return s.from_values(values, false);
+  } catch (const error& e) {
+    failed("", e.what());
+  }
+  return {};
+}
+
 }  // namespace kf
