@@ -576,3 +576,19 @@ def test_cupti_decides_at_bound_over_the_harness_rates_and_marks_an_idle_gpu(cam
     assert klass({report.CUPTI_DRAM: 1.9, report.CUPTI_SM: 82.3}) == "at_bound"
     assert klass({report.CUPTI_DRAM: 1.9}) == "other"  # what CUPTI measured decides at_bound; idle needs both
     assert klass({}) == "at_bound"  # no measurement: the harness's rates
+
+
+def test_a_success_slower_on_most_sizes_is_said(campaign):
+    operators = loaded(campaign)
+    searched = [o for o in operators if o.runnable and o.searched]
+    assert report.per_size_lines(searched) == []  # op_win: 4.0x and 1.71x per size
+    # op_win's candidate made 2x slower on the small size and 1.11x faster on the large one: TritonBench's
+    # metric (101 / 92 = 1.10x) calls it a success; the median per-size speed-up is 0.81x.
+    win = next(o for o in operators if o.op == "op_win")
+    win.final.original_ms = [1.0, 100.0]
+    win.final.candidates["kforge"].ms = [2.0, 90.0]
+    assert report.outcome(win, "kforge").success
+    assert report.per_size_lines(searched)[0] == (
+        "Successes slower than the original on half of their sizes or more: op_win (median per-size 0.81x, "
+        "1 of 2 sizes slower). TritonBench's metric sums the times over the sizes, so the largest sizes decide "
+        "it (the search times the largest size); the CSV has each operator's per-size range.")

@@ -908,6 +908,23 @@ def card_lines(searched: list[Operator]) -> list[str]:
     return [f"Cards: {parts}.{note}", ""]
 
 
+def per_size_lines(searched: list[Operator]) -> list[str]:
+    """kforge's successes that are slower than the original on half of the sizes or more: TritonBench's
+    metric sums the times over the sizes, so the largest sizes decide it (and the search times the
+    largest); say so where a success hides slower sizes."""
+    slower = []
+    for o in searched:
+        k = outcome(o, "kforge")
+        if k.success and k.per_size and statistics.median(k.per_size) < 1.0:
+            slower.append(f"{o.op} (median per-size {statistics.median(k.per_size):.2f}x, "
+                          f"{sum(x < 1.0 for x in k.per_size)} of {len(k.per_size)} sizes slower)")
+    if not slower:
+        return []
+    return [f"Successes slower than the original on half of their sizes or more: {', '.join(slower)}. "
+            "TritonBench's metric sums the times over the sizes, so the largest sizes decide it (the "
+            "search times the largest size); the CSV has each operator's per-size range.", ""]
+
+
 def head_to_head_lines(searched: list[Operator]) -> list[str]:
     """kforge against random search on the same operators: the final measurement's speed-ups side by
     side (both correct: who is ahead by more than 2%), and the best time each had after the same number
@@ -959,6 +976,7 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
     lines += ["", "TritonForge's row is copied from its paper (an H100, LLM rounds of about 22 minutes per "
               "operator), not measured here; compare the shapes of the numbers, not the digits.", ""]
     lines += autotune_lines(operators)
+    lines += per_size_lines(searched)
     lines += card_lines(searched)
     lines += unstable_lines(searched)
     lines += sharing_lines(searched)
