@@ -337,7 +337,7 @@ def test_the_autotune_record_names_each_autotuned_kernels_choices():
     tuned.cache[(1024,)] = configs[1]  # what the autotuner keeps per key after benchmarking its list
     tuned.cache[(4096,)] = configs[1]
     record = measure.autotune_record(module, 2.34567)
-    assert record == {"first_calls_s": 2.346,
+    assert record == {"first_calls_s": 2.346, "first_calls_before_checks": True,
                       "kernels": {"tuned": {"configs": 2, "keys": 2, "chosen": [str(configs[1])]}}}
 
 
@@ -421,8 +421,15 @@ def test_the_final_measurement_end_to_end_on_the_toy_operator(data, tmp_path, mo
     real_release = program_worker.Worker.release_inputs
     monkeypatch.setattr(program_worker.Worker, "release_inputs",
                         lambda self: (released.append(len(self.shapes)), real_release(self)))
+    order = []
+    real_first, real_check = measure.compile_outside_the_lock, measure.check
+    monkeypatch.setattr(measure, "compile_outside_the_lock",
+                        lambda calls, *a: (order.append("first calls: " + ",".join(calls)), real_first(calls, *a))[1])
+    monkeypatch.setattr(measure, "check", lambda e, hf, knobs, w: (order.append("check"), real_check(e, hf, knobs, w))[1])
     r = measure.measure(str(out / "toy"), str(runs), 2, 0.0, 0.0, 1000.0, 100.0, device="fake")
     assert r["sizes"] == ["0", "1", "2", "3", "4"] and released == [5]  # all five checked, then released
+    # The original's first calls (an autotuner's tuning) come before the checks run it.
+    assert order == ["first calls: original", "check", "check", "first calls: kforge,random"]
     assert r["original"]["ms"] == [2.0] * 5 and r["original"]["errors"] == []
     assert r["original"]["gbps"][0] == pytest.approx(3 * 16 * 4 / 2e-3 / 1e9)  # the harness's formula, host input
     k, rnd = r["candidates"]["kforge"], r["candidates"]["random"]

@@ -84,7 +84,8 @@ RUNS = {
     "op_flat": {
         "kforge": three_configs([1.00, 1.01, 1.02], [1, 2, 3]),
         "final": {**final("op_flat", [1.03, 2.06], {"kforge": candidate([1.0, 2.0], 40.0)}),
-                  "autotune": {"first_calls_s": 4.5, "kernels": {"k": {"configs": 8, "chosen": ["BLOCK: 64"]}}}}},
+                  "autotune": {"first_calls_s": 4.5, "first_calls_before_checks": True,
+                               "kernels": {"k": {"configs": 8, "chosen": ["BLOCK: 64"]}}}}},
 }
 
 
@@ -592,3 +593,23 @@ def test_a_success_slower_on_most_sizes_is_said(campaign):
         "Successes slower than the original on half of their sizes or more: op_win (median per-size 0.81x, "
         "1 of 2 sizes slower). TritonBench's metric sums the times over the sizes, so the largest sizes decide "
         "it (the search times the largest size); the CSV has each operator's per-size range.")
+
+
+def test_autotune_seconds_taken_after_the_checks_are_not_the_autotuners_cost(campaign):
+    # Until 2026-12-07 the final measurement took the original's first calls after its checks, which had
+    # already tuned it (0.001-0.004 s on every operator with a checked candidate).
+    path = campaign[0] / "runs" / "op_flat" / "final.json"
+    data = json.loads(path.read_text())
+    del data["autotune"]["first_calls_before_checks"]
+    path.write_text(json.dumps(data))
+    flat = next(o for o in loaded(campaign) if o.op == "op_flat")
+    assert flat.final.autotune_first_calls_s is None and flat.final.autotune_first_calls_late
+    line = report.autotune_lines(loaded(campaign))[0]
+    assert line.endswith("Its own tuning time was not recorded for these. Not counted: 1 whose final measurement "
+                         "took those calls after its checks had run, and tuned, the original (until 2026-12-07; "
+                         "0.001-0.004 s).")
+    # With no candidate checked the calls came first: the seconds count.
+    data["candidates"] = {}
+    path.write_text(json.dumps(data))
+    flat = next(o for o in loaded(campaign) if o.op == "op_flat")
+    assert flat.final.autotune_first_calls_s == 4.5 and not flat.final.autotune_first_calls_late

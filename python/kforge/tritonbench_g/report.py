@@ -202,8 +202,11 @@ class Final:
     cupti: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     # Triton's autotuner in the original (final.json's ``autotune``, measured since 2026-12-06): the
     # seconds of the original's first call on every size (its autotuner benchmarking its list, with the
-    # compiles); None where not recorded. (Its choices per kernel, ``autotune.kernels``, are for reading.)
+    # compiles); None where not recorded, or where it was taken after the checks had run (and tuned) the
+    # original: final.json without ``autotune.first_calls_before_checks`` whose candidates were checked
+    # (``autotune_first_calls_late``). (Its choices per kernel, ``autotune.kernels``, are for reading.)
     autotune_first_calls_s: float | None = None
+    autotune_first_calls_late: bool = False
     # elements the original changed between its own calls in the final checks (final.json's
     # ``original.unstable_elements``, since 2026-12-06); None where not recorded
     original_unstable_elements: float | None = None
@@ -285,13 +288,15 @@ def parse_final(data: Any, path: Path) -> Final:
     autotune = {} if autotune is None else autotune
     if not isinstance(autotune, dict) or not isinstance(autotune.get("kernels", {}), dict):
         raise ReportError(f"{path}: 'autotune' must be an object with 'kernels' (an object)")
+    first_calls = _optional_number(autotune.get("first_calls_s"), path, "autotune.first_calls_s")
+    late = first_calls is not None and not _flag(autotune, "first_calls_before_checks", path) and \
+        any(c.configuration is not None for c in candidates.values())
     return Final(ops_at_once=_whole(data, "ops_at_once", 1, 1, path), arms_together=_flag(data, "arms_together", path),
                  workers_per_device=_whole(data, "workers_per_device", 2, 1, path), gpu=gpu,
                  gpu_fault_by=fault["program"] if fault else None,
                  start_configurations=_whole(data, "start_configurations", 0, 0, path),
                  start_is_original=_flag(data, "start_is_original", path), cupti=cupti_programs,
-                 autotune_first_calls_s=_optional_number(autotune.get("first_calls_s"), path,
-                                                         "autotune.first_calls_s"),
+                 autotune_first_calls_s=None if late else first_calls, autotune_first_calls_late=late,
                  original_unstable_elements=_optional_number(original.get("unstable_elements"), path,
                                                              "original.unstable_elements"),
                  sizes=[str(s) for s in data["sizes"]],
@@ -663,9 +668,13 @@ def autotune_lines(operators: list[Operator]) -> list[str]:
     if not judged:
         return []
     seconds = [o.final.autotune_first_calls_s for o in judged if o.final and o.final.autotune_first_calls_s is not None]
+    late = sum(1 for o in judged if o.final and o.final.autotune_first_calls_late)
     cost = (f" The autotuner's own cost, the original's first call on every size (benchmarking its list, "
             f"with the compiles): median {statistics.median(seconds):.1f} s over {len(seconds)} of them."
-            if seconds else " Its own tuning time was not recorded for these (final.json before 2026-12-06).")
+            if seconds else " Its own tuning time was not recorded for these.")
+    if late:
+        cost += (f" Not counted: {late} whose final measurement took those calls after its checks had run, and "
+                 "tuned, the original (until 2026-12-07; 0.001-0.004 s).")
     verb = "carries" if len(judged) == 1 else "carry"
     return [f"Triton's autotuner: {len(judged)} of the judged operators {verb} `@triton.autotune`; their "
             "original, the baseline of every row, is the autotuner over the operator's own list (choosing "
