@@ -2,10 +2,13 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "kforge/evaluator.hpp"
 #include "kforge/kernel.hpp"
 
 namespace kf::test {
@@ -62,6 +65,13 @@ int int_param(const kernel_spec& k, const config& c, const char* name);
 /// ones drawn with a seed derived from the kernel's name (the same genomes in CI's compile test and in
 /// the GPU correctness test).
 std::vector<config> suite_genomes(const kernel_spec& k, const std::string& name, int n);
+
+/// A synthetic evaluator's body: each request becomes a trial with its sequence, its configuration and a
+/// benchmark cost of 1, which `fill` completes (status, time, metrics). `evaluator{trial_filler{f}}`.
+struct trial_filler {
+  std::function<void(trial&)> fill;
+  std::vector<trial> evaluate(std::span<const evaluation_request> batch) const;
+};
 
 }  // namespace kf::test
 

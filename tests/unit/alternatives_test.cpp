@@ -78,29 +78,18 @@ TEST(Alternatives, ALargeLooselyConstrainedSpaceIsNotEnumeratedToFindThem) {
 }
 
 // Times from a hash of the configuration: the same distribution for every implementation.
-struct time_by_hash {
-  std::vector<trial> evaluate(std::span<const evaluation_request> batch) {
-    std::vector<trial> out;
-    for (const auto& r : batch) {
-      trial t;
-      t.sequence = r.sequence;
-      t.cfg = r.cfg;
-      t.st = status::ok;
-      std::uint64_t h = 1469598103934665603ull;
-      for (const auto v : r.cfg)
-        h = (h ^ v) * 1099511628211ull;
-      t.time_ms = 1.0 + static_cast<double>(h % 1000) / 1000.0;
-      t.cost.benchmark = 1.0;
-      out.push_back(std::move(t));
-    }
-    return out;
-  }
-};
+void time_by_hash(trial& t) {
+  t.st = status::ok;
+  std::uint64_t h = 1469598103934665603ull;
+  for (const auto v : t.cfg)
+    h = (h ^ v) * 1099511628211ull;
+  t.time_ms = 1.0 + static_cast<double>(h % 1000) / 1000.0;
+}
 
 std::vector<config> hybrid_trials(const search_space& space, const nlohmann::json& params, std::uint64_t seed,
                                   std::size_t evaluations) {
   auto s = strategy_registry().create({"hybrid", params, {}});
-  evaluator e{time_by_hash{}};
+  evaluator e{test::trial_filler{time_by_hash}};
   budget_spec b;
   b.evaluations = evaluations;
   const auto r = run_loop(space, s, e, b, seed, 1, nullptr, {});

@@ -10,6 +10,7 @@
 #include "kforge/experiment.hpp"
 #include "kforge/kforge.hpp"
 #include "kforge/strategies/operators.hpp"
+#include "support/test_support.hpp"
 
 namespace kf {
 namespace {
@@ -157,22 +158,12 @@ TEST(MetricStrategies, RunDeterministicallyAndFindTheOptimum) {
 // Configurations that fail to compile unless block_size_x, tile_size_x, loop_unroll take one value each and
 // method is not 1 (12 of 288 run): a space where the first draws often all fail, as TritonBench-G's
 // attention_score (4 correct of 73 measured configurations).
-struct mostly_failing_kernel {
-  std::vector<trial> evaluate(std::span<const evaluation_request> batch) {
-    std::vector<trial> out;
-    for (const auto& r : batch) {
-      trial t;
-      t.sequence = r.sequence;
-      t.cfg = r.cfg;
-      const bool runs = r.cfg[0] == 2 && r.cfg[1] == 2 && r.cfg[5] != 1 && r.cfg[3] == 0;
-      t.st = runs ? status::ok : status::compile_failed;
-      t.time_ms = runs ? 1.0 + 0.1 * r.cfg[2] : INFINITY;
-      t.cost.benchmark = 1.0;
-      out.push_back(std::move(t));
-    }
-    return out;
-  }
-};
+void mostly_failing(trial& t) {
+  const auto& c = t.cfg;
+  const bool runs = c[0] == 2 && c[1] == 2 && c[5] != 1 && c[3] == 0;
+  t.st = runs ? status::ok : status::compile_failed;
+  t.time_ms = runs ? 1.0 + 0.1 * c[2] : INFINITY;
+}
 
 TEST(Hybrid, DrawsUniformlyUntilAConfigurationRuns) {
   // Children of failures inherit what made them fail: with no correct trial yet, hybrid draws as random
@@ -184,7 +175,7 @@ TEST(Hybrid, DrawsUniformlyUntilAConfigurationRuns) {
     int hits = 0;
     for (std::uint64_t seed = 1; seed <= 40; ++seed) {
       auto s = strategy_registry().create(spec);
-      evaluator e{mostly_failing_kernel{}};
+      evaluator e{test::trial_filler{mostly_failing}};
       budget_spec b;
       b.evaluations = 30;
       const auto r = run_loop(space, s, e, b, seed, 1, nullptr, {});
