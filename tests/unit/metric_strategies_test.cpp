@@ -156,7 +156,7 @@ TEST(MetricStrategies, RunDeterministicallyAndFindTheOptimum) {
 }
 
 // Configurations that fail to compile unless block_size_x, tile_size_x, loop_unroll take one value each and
-// method is not 1 (12 of 288 run): a space where the first draws often all fail, as TritonBench-G's
+// method is not 1 (12 of 576 run): a space where the first draws often all fail, as TritonBench-G's
 // attention_score (4 correct of 73 measured configurations).
 void mostly_failing(trial& t) {
   const auto& c = t.cfg;
@@ -185,9 +185,9 @@ TEST(Hybrid, DrawsUniformlyUntilAConfigurationRuns) {
   };
   const int hybrid = found({"hybrid", {}, {}});
   const int random = found({"random", {}, {}});
-  // P(30 uniform draws without repeats find one of the 12 in 288) = 0.74: about 30 of 40 seeds (10
-  // draws: 0.35, what hybrid's initial design alone gives).
-  EXPECT_GE(random, 20);
+  // P(30 uniform draws without repeats find one of the 12 in 576) = 0.48: about 19 of 40 seeds (10
+  // draws: 0.19, what hybrid's initial design alone gives). Before the change hybrid found one on 7.
+  EXPECT_GE(random, 12);
   EXPECT_GE(hybrid, random - 6) << "hybrid " << hybrid << " random " << random;
 }
 

@@ -771,8 +771,10 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
                                      + (f": {why.get(r.get('reason'), r.get('reason'))}" if reasons > 1 else "")
                                      for r in o.set_aside}))
         reasons = len({r.get("reason") for o in aside for r in o.set_aside})
-        said = "out of GPU memory alone" if reasons == 1 and aside[0].set_aside[0].get("reason") == "out_of_memory" \
-            else "out of GPU memory alone, or a final measurement past its time limit"
+        said = {frozenset({"out_of_memory"}): "out of GPU memory alone",
+                frozenset({"measure_timeout"}): "a final measurement past its time limit"}.get(
+            frozenset(r.get("reason") for o in aside for r in o.set_aside),
+            "out of GPU memory alone, or a final measurement past its time limit")
         lines.append(f"- Set aside without a verdict ({said}; not in the rates, searched again after the other "
                      f"operators): {len(aside)}: " + ", ".join(f"{o.op} ({where(o)})" for o in aside) + ".")
     odd = [o.op for o in operators if o.searched and not o.runnable]
@@ -918,7 +920,8 @@ def card_lines(searched: list[Operator]) -> list[str]:
 
 
 def per_size_lines(searched: list[Operator]) -> list[str]:
-    """kforge's successes that are slower than the original on half of the sizes or more: TritonBench's
+    """kforge's successes whose median per-size speed-up is below 1 (slower than the original on the
+    middle size ratio): TritonBench's
     metric sums the times over the sizes, so the largest sizes decide it (and the search times the
     largest); say so where a success hides slower sizes."""
     slower = []
@@ -929,7 +932,7 @@ def per_size_lines(searched: list[Operator]) -> list[str]:
                           f"{sum(x < 1.0 for x in k.per_size)} of {len(k.per_size)} sizes slower)")
     if not slower:
         return []
-    return [f"Successes slower than the original on half of their sizes or more: {', '.join(slower)}. "
+    return [f"Successes whose median per-size speed-up is below 1x: {', '.join(slower)}. "
             "TritonBench's metric sums the times over the sizes, so the largest sizes decide it (the "
             "search times the largest size); the CSV has each operator's per-size range.", ""]
 
@@ -1103,7 +1106,7 @@ def plot_speedups(operators: list[Operator], path: Path) -> None:
 
 
 def plot_speedup_vs_gpu_s(operators: list[Operator], path: Path) -> None:
-    """Scatter of each correct candidate's speed-up against the GPU seconds its search took, log-log."""
+    """Scatter of each correct candidate's speed-up (log) against the GPU seconds its search took."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     markers = {"kforge": "o", "random": "x"}
