@@ -545,9 +545,12 @@ def test_kforge_against_random_side_by_side(campaign):
     searched = [o for o in operators if o.runnable and o.searched]
     lines = report.head_to_head_lines(searched)
     assert lines[0] == "## kforge against random search"
+    # op_win is the one operator with both arms' trials: three each, all ok
+    assert lines[2] == "Trials that ran and were correct, over the 1 operators both searched: kforge 3 (100.0%) of 3, " \
+        "random 3 (100.0%) of 3."
     # op_win: kforge 2.0x, random 1.25x (both successes); op_wrong: kforge incorrect, so not side by side
     assert ("both arms correct and timed on every size on 1 operators: kforge more than 2% faster on 1 (op_win (1.60x)), random on 0, "
-            "within 2% on 0. A success for one arm only: kforge 0, random 0.") in lines[2]
+            "within 2% on 0. A success for one arm only: kforge 0, random 0.") in lines[4]
     from kforge.tritonbench_g import anytime
     # op_win's first two trials: kforge's best 0.5 ms, random's 0.6 ms; the others have no random trials
     by_count = anytime.ratios_of(((o.trials.get("kforge"), o.trials.get("random")) for o in searched), (2, 3, 4))
@@ -556,7 +559,7 @@ def test_kforge_against_random_side_by_side(campaign):
     # kforge wrong where random is a success: one arm only
     wrong = next(o for o in operators if o.op == "op_wrong")
     wrong.final.candidates["random"].ms = [0.5, 0.5]
-    assert "kforge 0, random 1 (op_wrong)" in report.head_to_head_lines(searched)[2]
+    assert "kforge 0, random 1 (op_wrong)" in report.head_to_head_lines(searched)[4]
 
 
 def test_cupti_decides_at_bound_over_the_harness_rates_and_marks_an_idle_gpu(campaign):

@@ -955,7 +955,16 @@ def head_to_head_lines(searched: list[Operator]) -> list[str]:
     def named(ops: list[str]) -> str:
         return f"{len(ops)}" + (f" ({', '.join(ops)})" if ops else "")
 
+    paired = [o for o in searched if o.trials.get("kforge") and o.trials.get("random")]
+
+    def ok_share(method: str) -> str:
+        trials = [t for o in paired for t in o.trials[method]]
+        ok = sum(t.get("status") == "ok" for t in trials)
+        return f"{method} {fmt_pct(ok, len(trials))} of {len(trials)}"
+
     lines = ["## kforge against random search", "",
+             f"Trials that ran and were correct, over the {len(paired)} operators both searched: "
+             f"{ok_share('kforge')}, {ok_share('random')}.", "",
              f"Final measurement, both arms correct and timed on every size on {len(both)} operators: kforge more than 2% faster on "
              f"{named(ahead)}, random on {named(behind)}, within 2% on {len(both) - len(ahead) - len(behind)}. "
              f"A success for one arm only: kforge {named(k_only)}, random {named(r_only)}.", "",
