@@ -154,8 +154,8 @@ def test_harness_never_runs_the_test_block_and_binds_a_variant(data):
 
 
 def test_search_workers_make_the_harness_sweep_one_at_a_time(data, tmp_path, monkeypatch):
-    """fast_rope_embedding's sweep is 34 GB of host tensors: four workers making it at once outgrew the GPU
-    machine's memory. search_shapes makes it under a lock of the machine, and keeps the search's sizes."""
+    """fast_rope_embedding's sweep is 34 GB (on the GPU): four workers making it at once ran out of memory.
+    search_shapes makes it under a lock of the machine, and keeps the search's sizes."""
     import threading
     import time
     monkeypatch.setenv("KFORGE_INPUTS_LOCK", str(tmp_path / "inputs.lock"))

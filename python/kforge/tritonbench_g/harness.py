@@ -23,10 +23,10 @@ Contract:
 - ``bind(module)`` returns ``call(input)``: ``call_op(input)`` with every global of the harness that IS an
   attribute of the operator's original module replaced by the variant's attribute of the same name.
 - One ``Operator`` per (data, op) per process (``operator``), so ``shapes`` and ``bind`` share the harness.
-- ``search_shapes`` (a search worker's inputs): the harness makes every size of its sweep, on the host,
-  before the worker keeps the selected ones, so the processes of a machine make them one at a time
-  (``inputs_lock``): fast_rope_embedding's sweep is 34 GB of host tensors, and four workers making it at
-  once outgrew the GPU machine's 128 GiB (2026-12-07: the call hung until its time limit).
+- ``search_shapes`` (a search worker's inputs): the harness makes every size of its sweep before the
+  worker keeps the selected ones (on the GPU, the worker's inputs context, where the harness names no
+  device), so the processes of a machine make them one at a time (``inputs_lock``): fast_rope_embedding's
+  sweep is 34 GB, and four workers making it at once ran out of memory.
 """
 
 from __future__ import annotations

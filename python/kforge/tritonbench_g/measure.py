@@ -16,8 +16,9 @@ search's winner on EVERY size of the harness's sweep, checked, then timed interl
    programs take turns in an order that alternates between rounds, so clock drift cannot favour either.
    Each program's time per size is the median of its rounds. As the harness's ``run_benchmark`` does, a
    size's inputs go to the GPU for that size only (``SizeInputs``), after the checks' inputs and
-   references were dropped (``Worker.release_inputs``): the GPU holds one size of the sweep, not all. The protocol is recorded in final.json (it
-   is shorter than the harness's 100 ms warm-up and 1000 ms of repetitions: say so when quoting). The
+   references were dropped (``Worker.release_inputs``): the GPU holds one size of the sweep, not all.
+   The protocol is recorded in final.json (it is shorter than the harness's 100 ms warm-up and 1000 ms
+   of repetitions: say so when quoting). The
    timing holds the GPU's lock exclusively (the program worker's DeviceLock), so searches of other
    operators sharing the GPU (``--ops-at-once``) compile meanwhile but never run a kernel beside it.
 3. The original's GB/s and TFLOP/s per size from the harness's ``get_gbps`` / ``get_tflops``, and the

@@ -488,20 +488,19 @@ def distinct_configurations(trials: Iterable[dict]) -> int:
     return len({json.dumps(t.get("configuration"), sort_keys=True) for t in trials})
 
 
-def original_cupti(final: Final) -> list[float] | None:
-    """CUPTI's DRAM and SM throughput (% of peak) of the original on the largest size; None unless both
-    were measured."""
-    values = [final.cupti_metric("original", m) for m in (CUPTI_DRAM, CUPTI_SM)]
-    return None if None in values else values
+def original_cupti(final: Final) -> list[float]:
+    """CUPTI's DRAM and SM throughput (% of peak) of the original on the largest size, those measured."""
+    return [v for v in (final.cupti_metric("original", m) for m in (CUPTI_DRAM, CUPTI_SM)) if v is not None]
 
 
 def original_at_bound(final: Final) -> bool:
     """Where CUPTI measured the original (largest size, the size that weighs most in TritonBench's sum):
-    its DRAM or SM throughput (either that was measured) at AT_BOUND_CUPTI_PCT of peak or more. Otherwise the harness's own rates:
-    its best size at AT_BOUND_GBPS of the copy bandwidth or AT_BOUND_TFLOPS of the fp16 peak. The
-    measurement decides where there is one: the harness's GB/s are a formula of bytes it assumes moved
-    (context_attn_fwd's claims 3,830 GB/s on an H100, whose HBM3 peak is 3,350; CUPTI: DRAM 0.2%)."""
-    measured = [v for v in (final.cupti_metric("original", m) for m in (CUPTI_DRAM, CUPTI_SM)) if v is not None]
+    its DRAM or SM throughput (either that was measured) at AT_BOUND_CUPTI_PCT of peak or more.
+    Otherwise the harness's own rates: its best size at AT_BOUND_GBPS of the copy bandwidth or
+    AT_BOUND_TFLOPS of the fp16 peak. The measurement decides where there is one: the harness's GB/s are
+    a formula of bytes it assumes moved (context_attn_fwd's claims 3,830 GB/s on an H100, whose HBM3 peak
+    is 3,350; CUPTI: DRAM 0.2%)."""
+    measured = original_cupti(final)
     if measured:
         return max(measured) >= AT_BOUND_CUPTI_PCT
 
@@ -515,8 +514,8 @@ def original_at_bound(final: Final) -> bool:
 def original_underused(final: Final) -> bool:
     """CUPTI measured the original's DRAM and SM throughput both below UNDERUSED_CUPTI_PCT of peak on the
     largest size: the GPU mostly waits (too few blocks, a sequential recurrence, latency)."""
-    cupti = original_cupti(final)
-    return cupti is not None and max(cupti) < UNDERUSED_CUPTI_PCT
+    measured = original_cupti(final)
+    return len(measured) == 2 and max(measured) < UNDERUSED_CUPTI_PCT
 
 
 def timed_ok(trial: dict) -> bool:
@@ -765,16 +764,15 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
     aside = [o for o in runnable if o.set_aside and o.final is None]
     if aside:
         why = {"out_of_memory": "out of memory", "measure_timeout": "final measurement past its limit"}
+        reasons = frozenset(r.get("reason") for o in aside for r in o.set_aside)
 
         def where(o: Operator) -> str:
             return "; ".join(sorted({f"{r['gpu']}, {r['workers']} workers"
-                                     + (f": {why.get(r.get('reason'), r.get('reason'))}" if reasons > 1 else "")
+                                     + (f": {why.get(r.get('reason'), r.get('reason'))}" if len(reasons) > 1 else "")
                                      for r in o.set_aside}))
-        reasons = len({r.get("reason") for o in aside for r in o.set_aside})
         said = {frozenset({"out_of_memory"}): "out of GPU memory alone",
                 frozenset({"measure_timeout"}): "a final measurement past its time limit"}.get(
-            frozenset(r.get("reason") for o in aside for r in o.set_aside),
-            "out of GPU memory alone, or a final measurement past its time limit")
+            reasons, "out of GPU memory alone, or a final measurement past its time limit")
         lines.append(f"- Set aside without a verdict ({said}; not in the rates, searched again after the other "
                      f"operators): {len(aside)}: " + ", ".join(f"{o.op} ({where(o)})" for o in aside) + ".")
     odd = [o.op for o in operators if o.searched and not o.runnable]
@@ -920,10 +918,9 @@ def card_lines(searched: list[Operator]) -> list[str]:
 
 
 def per_size_lines(searched: list[Operator]) -> list[str]:
-    """kforge's successes whose median per-size speed-up is below 1 (slower than the original on the
-    middle size ratio): TritonBench's
-    metric sums the times over the sizes, so the largest sizes decide it (and the search times the
-    largest); say so where a success hides slower sizes."""
+    """kforge's successes whose median per-size speed-up is below 1: TritonBench's metric sums the times
+    over the sizes, so the largest sizes decide it (and the search times the largest); say so where a
+    success hides slower sizes."""
     slower = []
     for o in searched:
         k = outcome(o, "kforge")
