@@ -424,7 +424,7 @@ void register_cuda_evaluator() {
                             "the kforge-worker program (default: next to kforge)"),
             optional_option("worker_args", option_type::list,
                             "extra arguments of the worker (tests use --fake)")},
-           timing_option_specs("launch", "launches"),
+           timing_option_specs("launch", "launches", "a buffer of twice the L2"),
            {string_option("timer", "events", "events (CUDA events) or cupti (activity records)",
                           {"events", "cupti"}),
             real_option("min_batch_us", 0.0, "launches shorter than this are timed in batches (0: never)", 0,

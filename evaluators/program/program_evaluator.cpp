@@ -334,7 +334,10 @@ void register_program_evaluator() {
                             "variants' sources and logs (default ~/.cache/kforge or $KFORGE_CACHE)"),
             optional_option("worker_args", option_type::list,
                             "extra arguments of the worker (tests use --fake)")},
-           timing_option_specs("call", "calls"),
+           timing_option_specs("call", "calls",
+                               "a buffer of 256 MiB or twice the L2, whichever is larger (as "
+                               "triton.testing.do_bench does: the flush's time on the GPU also hides the "
+                               "launch of a short Python call, as there)"),
            {
                bool_option("profile", true,
                            "the kernels' own time from CUPTI activity records (torch.profiler)"),

@@ -13,8 +13,10 @@
 namespace kf {
 
 /// The six timing options (warmup, min_repeats, max_repeats, target_rel_ci, max_timing_seconds, flush_l2),
-/// their docs naming what is timed: `one` and `many` are its singular and plural ("launch", "launches").
-std::vector<option_spec> timing_option_specs(const std::string& one, const std::string& many);
+/// their docs naming what is timed: `one` and `many` are its singular and plural ("launch", "launches"),
+/// and `flush_buffer` what the L2 flush rewrites (each evaluator's worker sizes its own buffer).
+std::vector<option_spec> timing_option_specs(const std::string& one, const std::string& many,
+                                             const std::string& flush_buffer);
 
 /// Misuse of those options that their bounds alone cannot catch (min_repeats above max_repeats); fails
 /// through `o` with the key.

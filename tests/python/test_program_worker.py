@@ -91,6 +91,14 @@ def test_the_profiler_start_runs_beside_the_setup(worker, monkeypatch):
     assert 0 <= out["metrics"]["setup.profiler_wait_s"] <= out["metrics"]["setup.profiler_s"]
 
 
+def test_the_l2_flush_is_do_benchs_at_least():
+    # do_bench's 256 MiB on an H100 or H200 (50 MiB of L2: twice it would be 100 MiB, whose rewrite is too
+    # short to hide a Python call's launch); twice the L2 where that is more.
+    assert program_devices.flush_bytes(50 << 20) == 256 << 20
+    assert program_devices.flush_bytes(200 << 20) == 400 << 20
+    assert program_devices.FakeDevice(0).describe()["flush_bytes"] == 256 << 20
+
+
 def test_metrics_of_the_launched_kernels(worker):
     out = worker.evaluate(request(0, profile=True, metrics=["fake__kernels.sum"]))
     assert out["status"] == "ok" and out["metrics"]["fake__kernels.sum"] == 1.0

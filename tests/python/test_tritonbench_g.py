@@ -436,3 +436,23 @@ def test_the_final_measurement_end_to_end_on_the_toy_operator(data, tmp_path, mo
     assert k["correct"] and k["ms"] == [2.0] * 5 and k["errors"] == []
     assert not rnd["correct"] and "shape 0" in rnd["errors"][0]
     assert "gpu_fault" not in r and r["protocol"]["rounds"] == 2
+    # Every step's seconds, in the order they ran.
+    assert list(r["phases_s"]) == ["setup", "original_first_calls", "checks", "winners_first_calls", "timing", "cupti"]
+    assert all(v >= 0 for v in r["phases_s"].values())
+
+
+def test_the_phase_clock_gives_each_step_the_time_since_the_previous():
+    ticks = iter([10.0, 12.5, 13.0, 20.0])
+    phases = measure.PhaseClock(clock=lambda: next(ticks))
+    for step in ("setup", "checks", "setup"):
+        phases.done(step)
+    assert phases.seconds == {"setup": 9.5, "checks": 0.5}  # 2.5 + 7.0: a step named twice adds up
+
+
+def test_the_flush_benchmark_table_gives_each_timer_against_do_bench():
+    from kforge.tritonbench_g import flush_bench
+    rows = [{"op": "l2_norm_triton1", "busy": 4, "do_bench": 0.008, "twice_l2": 0.064, "now": 0.010}]
+    lines = flush_bench.table(rows, 50 << 20).splitlines()
+    assert lines[0] == ("| operator | busy cores | do_bench ms | worker, flush 100 MiB (ratio) | "
+                        "worker, flush 256 MiB (ratio) |")
+    assert lines[2] == "| l2_norm_triton1 | 4 | 0.0080 | 0.0640 (8.00) | 0.0100 (1.25) |"

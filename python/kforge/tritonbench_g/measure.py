@@ -290,11 +290,26 @@ class SizeInputs(collections.abc.Sequence):
         return self.harness.inputs[i]
 
 
+class PhaseClock:
+    """Seconds of each named step of one measurement, in order (final.json's ``phases_s``): where the
+    30-50 s a measurement takes beside its 5-25 s of timing go."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.clock, self.seconds, self._last = clock, {}, clock()
+
+    def done(self, step: str) -> None:
+        """The time since the previous step ended (or the clock's start) is `step`'s."""
+        now = self.clock()
+        self.seconds[step] = round(self.seconds.get(step, 0.0) + now - self._last, 2)
+        self._last = now
+
+
 def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_ms: float,
             peak_gbps: float | None, peak_tflops: float | None, device: str = "torch",
             ops_at_once: int = 1, arms_together: bool = False) -> dict:
     """final.json's record of one operator (module docstring). A peak given as None is the card's (PEAKS);
     a card PEAKS does not know needs both given."""
+    phases = PhaseClock()
     with open(os.path.join(campaign_op, "kforge.json"), encoding="utf-8") as f:
         experiment = json.load(f)
     harness_file = os.path.join(campaign_op, "harness.py")
@@ -309,11 +324,13 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     inputs = SizeInputs(h)
     original_module = variant_module(experiment, [], worker)
     calls = {"original": h.bind(original_module)}
+    phases.done("setup")  # the worker (a CUDA context), the harness and its sweep, the original's module
     # The original's first call on every size before anything else runs it: an @triton.autotune original
     # tunes there (compiling and benchmarking its list per key), so these seconds are the autotuner's own
     # cost. (Measured after the checks, as until 2026-12-07, they were 0.001-0.004 s: the checks, which
     # run the same module, had tuned it.)
     first_original, fault = compile_outside_the_lock(calls, inputs, worker.device.healthy)
+    phases.done("original_first_calls")
     candidates = {}
     for name in ("kforge", "random"):
         path = os.path.join(runs_op, name + ".jsonl")
@@ -339,6 +356,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     # every size (the candidates' allowance: Worker._pool_instability); then the checks' inputs and
     # references go back to the GPU before the timing moves its sizes there one at a time.
     unstable = sum(n for s in worker.shapes for n, _ in s.unstable.values())
+    phases.done("checks")  # the winners' modules and checks on every size (the reference's calls with them)
     if fault is None:  # (after a fault nothing more runs on the GPU in this process)
         worker.release_inputs()
     t0 = time.perf_counter()
@@ -346,14 +364,17 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     if fault is None:  # the winners' compiles, outside the lock too
         _, fault = compile_outside_the_lock(winners, inputs, worker.device.healthy)
     autotune = autotune_record(original_module, first_original["original"])
+    phases.done("winners_first_calls")
     with worker.lock.hold(exclusive=True):  # the GPU alone: other searches on it wait to time
         if fault is None:
             times, errors, fault = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms, worker.device.healthy)
         else:
             times, errors = abandoned({n: [] for n in calls}, {n: [] for n in calls}, len(inputs), fault)
+        phases.done("timing")
         profiled = ["original"] + [n for n in candidates if n in calls and not errors[n] and candidates[n]["correct"]]
         cupti = {"size": len(inputs) - 1, **(profile_calls(calls, profiled, inputs[-1], worker.device) if fault is None
                                              else {"error": f"not profiled: the GPU faulted in {fault_text(fault)}"})}
+    phases.done("cupti")
     for name in candidates:
         if name in times:
             candidates[name]["ms"] = times[name]
@@ -372,6 +393,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                          "gbps": [rate(h.perf.get_gbps, inputs.host(i), ms) for i, ms in enumerate(original)],
                          "tflops": [rate(h.perf.get_tflops, inputs.host(i), ms) for i, ms in enumerate(original)]},
             "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}, "cupti": cupti,
+            "phases_s": phases.seconds,
             **({"autotune": autotune} if autotune else {}), **({"gpu_fault": fault} if fault else {})}
 
 
@@ -396,7 +418,9 @@ def main(argv=None) -> int:
         json.dump(result, f, indent=1, default=lambda v: None)
         f.write("\n")
     summary = {n: c.get("correct") for n, c in result["candidates"].items()}
-    print(f"{result['op']}: {len(result['sizes'])} sizes measured in {result['protocol']['seconds']} s; correct {summary}")
+    steps = ", ".join(f"{k} {v:.1f}" for k, v in result["phases_s"].items())
+    print(f"{result['op']}: {len(result['sizes'])} sizes measured in {result['protocol']['seconds']} s; "
+          f"correct {summary}; steps (s): {steps}")
     return 0
 
 
