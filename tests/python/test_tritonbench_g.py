@@ -439,6 +439,7 @@ def test_the_final_measurement_end_to_end_on_the_toy_operator(data, tmp_path, mo
     # Every step's seconds, in the order they ran.
     assert list(r["phases_s"]) == ["setup", "original_first_calls", "checks", "winners_first_calls", "timing", "cupti"]
     assert all(v >= 0 for v in r["phases_s"].values())
+    assert r["search_timer"] == {"flush_bytes": 256 << 20}  # the program worker's flush (the searches' timer)
 
 
 def test_the_phase_clock_gives_each_step_the_time_since_the_previous():

@@ -616,3 +616,28 @@ def test_autotune_seconds_taken_after_the_checks_are_not_the_autotuners_cost(cam
     path.write_text(json.dumps(data))
     flat = next(o for o in loaded(campaign) if o.op == "op_flat")
     assert flat.final.autotune_first_calls_s == 4.5 and not flat.final.autotune_first_calls_late
+
+
+def test_the_searchs_timer_against_the_final_measurements_is_said_per_flush(campaign):
+    operators = loaded(campaign)
+    searched = [o for o in operators if o.runnable and o.searched]
+    assert report.timer_lines(searched) == []  # no final.json records the search's best time
+    win, wrong = (next(o for o in operators if o.op == op) for op in ("op_win", "op_wrong"))
+    # op_win's winner: 0.5 ms at the largest size in the final measurement; its search timed 4 ms (a
+    # launch the flush did not hide); op_wrong's search, with do_bench's flush, 1.01x its final time.
+    win.final.candidates["kforge"].search_best_ms = 8 * win.final.candidates["kforge"].ms[-1]
+    wrong.final.candidates["kforge"].search_best_ms = 1.01 * wrong.final.candidates["kforge"].ms[-1]
+    wrong.final.search_flush_bytes = 256 << 20
+    lines = report.timer_lines(searched)
+    assert lines[0] == "## The search's timer against the final measurement's"
+    assert lines[2].endswith("Searches flushing 256 MiB: 1 operators, median 1.01, above 1.5x on 0; flushing twice "
+                             "the L2: 1 operators, median 8.00, above 1.5x on 1 (op_win (8.0x)).")
+
+
+def test_final_json_records_the_searchs_flush():
+    data = final("op", [1.0], {"kforge": {**candidate([1.0], 30.0), "search_best_ms": 1.2}})
+    f = report.parse_final({**data, "search_timer": {"flush_bytes": 268435456}}, Path("final.json"))
+    assert f.search_flush_bytes == 1 << 28 and f.candidates["kforge"].search_best_ms == 1.2
+    assert report.parse_final(data, Path("final.json")).search_flush_bytes is None
+    with pytest.raises(report.ReportError, match="search_timer"):
+        report.parse_final({**data, "search_timer": 5}, Path("final.json"))

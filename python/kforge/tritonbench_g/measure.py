@@ -394,6 +394,8 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
                          "tflops": [rate(h.perf.get_tflops, inputs.host(i), ms) for i, ms in enumerate(original)]},
             "candidates": candidates, "peak": {"gbps": peak_gbps, "tflops": peak_tflops}, "cupti": cupti,
             "phases_s": phases.seconds,
+            # what the searches' timer flushed (the program worker's, the same code in the same device call)
+            "search_timer": {"flush_bytes": worker.device.describe().get("flush_bytes")},
             **({"autotune": autotune} if autotune else {}), **({"gpu_fault": fault} if fault else {})}
 
 

@@ -167,6 +167,9 @@ class Candidate:
     errors: list[str]
     search_gpu_s: float | None
     trials: int | None
+    # the search's best time (the search times the harness's largest size; final.json's
+    # ``search_best_ms``); None where not recorded
+    search_best_ms: float | None = None
 
 
 @dataclasses.dataclass
@@ -210,6 +213,10 @@ class Final:
     # elements the original changed between its own calls in the final checks (final.json's
     # ``original.unstable_elements``, since 2026-12-06); None where not recorded
     original_unstable_elements: float | None = None
+    # the bytes the search's timer rewrote to flush the L2 before each timed call (final.json's
+    # ``search_timer.flush_bytes``, since 2026-12-07: do_bench's 256 MiB); None for the searches before,
+    # whose flush was twice the L2
+    search_flush_bytes: int | None = None
 
     def cupti_metric(self, program: str, metric: str) -> float | None:
         v = self.cupti.get(program, {}).get(metric)
@@ -271,7 +278,8 @@ def parse_final(data: Any, path: Path) -> Final:
             correct=c.get("correct") is True,
             errors=[str(e) for e in c.get("errors") or []],
             search_gpu_s=_optional_number(c.get("search_gpu_s"), path, f"candidates.{method}.search_gpu_s"),
-            trials=trials)
+            trials=trials,
+            search_best_ms=_optional_number(c.get("search_best_ms"), path, f"candidates.{method}.search_best_ms"))
     peak = data.get("peak") or {}
     gpu = data.get("gpu")
     if gpu is not None and not isinstance(gpu, str):
@@ -288,6 +296,10 @@ def parse_final(data: Any, path: Path) -> Final:
     autotune = {} if autotune is None else autotune
     if not isinstance(autotune, dict) or not isinstance(autotune.get("kernels", {}), dict):
         raise ReportError(f"{path}: 'autotune' must be an object with 'kernels' (an object)")
+    timer = data.get("search_timer") or {}
+    if not isinstance(timer, dict):
+        raise ReportError(f"{path}: 'search_timer' must be an object")
+    flush = _optional_number(timer.get("flush_bytes"), path, "search_timer.flush_bytes")
     first_calls = _optional_number(autotune.get("first_calls_s"), path, "autotune.first_calls_s")
     late = first_calls is not None and not _flag(autotune, "first_calls_before_checks", path) and \
         any(c.configuration is not None for c in candidates.values())
@@ -296,6 +308,7 @@ def parse_final(data: Any, path: Path) -> Final:
                  gpu_fault_by=fault["program"] if fault else None,
                  start_configurations=_whole(data, "start_configurations", 0, 0, path),
                  start_is_original=_flag(data, "start_is_original", path), cupti=cupti_programs,
+                 search_flush_bytes=None if flush is None else int(flush),
                  autotune_first_calls_s=None if late else first_calls, autotune_first_calls_late=late,
                  original_unstable_elements=_optional_number(original.get("unstable_elements"), path,
                                                              "original.unstable_elements"),
@@ -972,6 +985,37 @@ def head_to_head_lines(searched: list[Operator]) -> list[str]:
                                                    for o in searched))
 
 
+# A search's time of its winner this many times the final measurement's (same configuration, largest
+# size) is host time the search's timer did not hide, not the kernel's (docs/tritonbench-g.md, 2026-12-07).
+TIMER_APART = 1.5
+
+
+def timer_lines(searched: list[Operator]) -> list[str]:
+    """The search's timer against the final measurement's: kforge's winner's best time in its search over
+    its final time on the largest size (the size the search times), per L2 flush the search used. Far
+    above 1, the search ranked the host's launch of the call rather than its kernels."""
+    by_flush: dict[str, list[tuple[str, float]]] = {}
+    for o in searched:
+        c = o.final.candidates.get("kforge") if o.final else None
+        if c is None or c.search_best_ms is None or not c.ms or c.ms[-1] is None or c.ms[-1] <= 0:
+            continue
+        flush = "twice the L2" if o.final.search_flush_bytes is None else \
+            f"{o.final.search_flush_bytes / (1 << 20):.0f} MiB"
+        by_flush.setdefault(flush, []).append((o.op, c.search_best_ms / c.ms[-1]))
+    if not by_flush:
+        return []
+    parts = []
+    for flush, ratios in sorted(by_flush.items()):
+        apart = [f"{op} ({r:.1f}x)" for op, r in sorted(ratios, key=lambda x: -x[1]) if r > TIMER_APART]
+        parts.append(f"flushing {flush}: {len(ratios)} operators, median {statistics.median(r for _, r in ratios):.2f}, "
+                     f"above {TIMER_APART}x on {len(apart)}" + (f" ({', '.join(apart)})" if apart else ""))
+    return ["## The search's timer against the final measurement's", "",
+            "kforge's winner's best time in its search over its final time on the largest size (the size the "
+            "search times); both are CUDA events around the call after an L2 flush, whose time on the GPU "
+            "hides the host's launch of the call (do_bench's 256 MiB in the final measurement). Far above 1, "
+            "the search ranked launch time. Searches " + "; ".join(parts) + "."]
+
+
 def render_markdown(operators: list[Operator], unknown: list[str], campaign: str, command: str,
                     paths: Paths) -> str:
     """The whole report as Markdown text."""
@@ -1011,6 +1055,7 @@ def render_markdown(operators: list[Operator], unknown: list[str], campaign: str
     lines += markdown_table(("length",) + HEADLINE_HEADER, rows)
     lines += ["", "## Why not improved", ""] + why_lines(operators)
     lines += [""] + head_to_head_lines(searched)
+    lines += [""] + timer_lines(searched)
     lines += ["", "## Files", "",
               f"- Per operator: [{paths.csv.name}]({paths.csv.name}) (one row per operator of the data).",
               f"- ![speed-ups]({paths.speedups_png.name})",
