@@ -254,6 +254,13 @@ def test_why_not_improved_classes(campaign):
     other.autotuned = False
     fastest["sequence"] = 7
     assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
+    # op_nofinal's fastest trial came at 9 s of 10: late, unless its search measured its whole space
+    # (dequantize_rowwise's 25 configurations in 6.3 s, 2026-12-07): then more search cannot help.
+    nofinal = next(o for o in operators if o.op == "op_nofinal")
+    nofinal.stops = {"kforge": "no unmeasured configuration left"}
+    assert report.why_not_improved(nofinal, report.outcome(nofinal, "kforge")) == "space_exhausted"
+    nofinal.stops = {"kforge": "wall-time budget reached", "random": "strategy finished"}
+    assert report.why_not_improved(nofinal, report.outcome(nofinal, "kforge")) == "search_too_short"
     # A search that finished no trial (bgmv_expand_slice, 2026-12-07: its set-up took the 30 s) is not
     # one without a knob.
     noknob = next(o for o in operators if o.op == "op_noknob")
@@ -547,7 +554,9 @@ def test_kforge_against_random_side_by_side(campaign):
     assert lines[0] == "## kforge against random search"
     # op_win is the one operator with both arms' trials: three each, all ok
     assert lines[2] == "Trials that ran and were correct, over the 1 operators both searched: kforge 3 (100.0%) of 3, " \
-        "random 3 (100.0%) of 3."
+        "random 3 (100.0%) of 3. Searches that measured every valid configuration of their space within the " \
+        "budget: kforge 0, random 0, both 0 (there both measured the same configurations: only timing noise " \
+        "can set them apart)."
     # op_win: kforge 2.0x, random 1.25x (both successes); op_wrong: kforge incorrect, so not side by side
     assert ("both arms correct and timed on every size on 1 operators: kforge more than 2% faster on 1 (op_win (1.60x)), random on 0, "
             "within 2% on 0. A success for one arm only: kforge 0, random 0.") in lines[4]
@@ -641,3 +650,23 @@ def test_final_json_records_the_searchs_flush():
     assert report.parse_final(data, Path("final.json")).search_flush_bytes is None
     with pytest.raises(report.ReportError, match="search_timer"):
         report.parse_final({**data, "search_timer": 5}, Path("final.json"))
+
+
+def test_each_searchs_stop_reason_is_read_from_the_search_log(tmp_path):
+    (tmp_path / "search.log").write_text(
+        "kforge run: kforge | problem program <repo>/x.py (2 parameters) | strategy hybrid | ...\n"
+        "note: 5 trial(s) still in flight 1 s after the wall-time budget were dropped\n"
+        "stopped: no unmeasured configuration left after 25 trials; clock 6.3 s, wall 6.3 s\n"
+        "best: 0.3184 ms (median; IQR 0.0005 ms) at trial 3: {num_warps=4}\n"
+        "kforge rc=0 wall_ms=12000 ops_at_once=1 workers=4 arms_together=0\n"
+        "kforge run: random | problem program <repo>/x.py (2 parameters) | strategy random | ...\n"
+        "stopped: strategy finished after 25 trials; clock 8.1 s, wall 8.1 s\n"
+        "stopped: a second line is not this search's\n")
+    assert report.read_stops(tmp_path) == {"kforge": "no unmeasured configuration left", "random": "strategy finished"}
+    assert report.read_stops(tmp_path / "none") == {}
+    o = report.Operator(op="x", source_len=1, bucket="Q1", tried=True, runnable=True, category="ok", reason="",
+                        harness_sizes=1, trials={"kforge": [], "random": []}, final=None,
+                        stops=report.read_stops(tmp_path))
+    assert o.exhausted("kforge") and o.exhausted("random")
+    o.stops["random"] = "wall-time budget reached"
+    assert not o.exhausted("random")

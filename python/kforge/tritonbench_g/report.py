@@ -61,8 +61,12 @@ LATE_FRACTION = 0.75                      # the best trial after this fraction o
 ORIGINAL_FAILED = ("the original program", "the inputs function failed")  # the program worker's setup failures
 COMPILE_LIMITED_SHARE = 1 / 3             # this share of the trials past the compile limit: compile-limited
 COMPILE_TIMEOUT = TIMEOUT_MARK            # in a timeout trial's error: kforge.triton.bounded_compile's limit
+# A search's stop reasons (kforge's engine, src/engine/experiment.cpp) that mean it measured every valid
+# configuration of its space: hybrid (kforge's) proposes nothing unmeasured; random search, drawing the
+# enumerated valid set without replacement, finishes only when it has drawn all of it.
+EXHAUSTED_STOPS = ("no unmeasured configuration left", "strategy finished")
 WHY_CLASSES = ("original_failed", "gpu_fault", "wrong", "no_trial", "no_knob", "at_bound", "compile_limited",
-               "knobs_without_effect", "original_best", "search_too_short", "underused", "other")
+               "knobs_without_effect", "original_best", "space_exhausted", "search_too_short", "underused", "other")
 
 # TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
 BUCKET_EDGES = (801, 1711, 2493)
@@ -340,11 +344,17 @@ class Operator:
     # set-aside.jsonl's records of it: searched but set aside without a verdict (out of GPU memory alone
     # on a card with so many workers; accept drops them once a final.json is committed)
     set_aside: list[dict] = dataclasses.field(default_factory=list)
+    # each search's stop reason from runs/<op>/search.log (read_stops): method -> reason
+    stops: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def searched(self) -> bool:
         """kforge searched it: runs/<op>/kforge.jsonl or runs/<op>/final.json exists."""
         return self.trials["kforge"] is not None or self.final is not None
+
+    def exhausted(self, method: str) -> bool:
+        """The method's search measured every valid configuration of its space within its budget."""
+        return self.stops.get(method) in EXHAUSTED_STOPS
 
     @property
     def n_sizes(self) -> int | None:
@@ -388,6 +398,23 @@ def read_trials(run_dir: Path, method: str) -> list[dict] | None:
 
 
 AUTOTUNE_DECORATOR = re.compile(r"^\s*@triton\.autotune\b", re.MULTILINE)
+
+
+def read_stops(run_dir: Path) -> dict[str, str]:
+    """{method: why its search stopped} from the search script's log (runs/<op>/search.log): each search's
+    output follows its line "kforge run: <method> | ...", and kforge prints "stopped: <reason> after N
+    trials; ..."; a search without such a line (none ran, or it failed) is absent."""
+    path = run_dir / "search.log"
+    if not path.exists():
+        return {}
+    stops: dict[str, str] = {}
+    method = None
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("kforge run: ") and " | " in line:
+            method = line[len("kforge run: "):].split(" | ", 1)[0]
+        elif line.startswith("stopped: ") and method in METHODS and method not in stops:
+            stops[method] = line[len("stopped: "):].split(" after ", 1)[0]
+    return stops
 
 
 def has_autotune(kernels: Path | None, op: str) -> bool:
@@ -438,7 +465,7 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             trials={m: read_trials(run_dir, m) for m in METHODS},
             final=parse_final(read_json(final_path), final_path) if final_path.exists() else None,
             autotuned=has_autotune(kernels, op),
-            set_aside=set_aside.get(op, [])))
+            set_aside=set_aside.get(op, []), stops=read_stops(run_dir)))
     unknown = sorted((set(runnable) | run_names) - set(lengths))
     return operators, unknown
 
@@ -572,6 +599,9 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
       ``start_configurations`` and ``start_is_original``: not for an ``@triton.autotune`` original, whose
       start is its list's first entry, nor for a launch option the source computes) and its fastest ok
       trial is that one: nothing faster was found;
+    - ``space_exhausted``: the search measured every valid configuration of its space within its budget
+      (its stop reason, EXHAUSTED_STOPS) and none is a success: the knobs hold nothing faster, so more
+      search cannot help (only new knobs or a rewrite can);
     - ``search_too_short``: the fastest ok trial finished in the last 25% of the search's clock;
     - ``underused``: CUPTI's DRAM and SM throughput of the original both below 20% of peak: the kernel
       leaves the GPU mostly idle and its knobs did not change that (more parallelism is a rewrite's job);
@@ -606,6 +636,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
         if fastest is not None and isinstance(fastest.get("sequence"), int) \
                 and fastest["sequence"] < operator.final.start_configurations:
             return "original_best"
+    if operator.exhausted("kforge"):
+        return "space_exhausted"
     end = search_seconds(trials)
     if times and end:
         best_clock = min(times)[1]
@@ -833,6 +865,8 @@ WHY_TEXT = {
                        "outlasted the search's compile limit (compile_timeout_s)",
     "knobs_without_effect": f"the ok trials' times span less than {NO_EFFECT_SPAN - 1:.0%} (slowest / fastest)",
     "original_best": "the search started from the original's configuration and found nothing faster",
+    "space_exhausted": "the search measured every valid configuration of its space within its budget: the knobs "
+                       "hold nothing faster (more search cannot help)",
     "search_too_short": f"the fastest trial came in the last {1 - LATE_FRACTION:.0%} of the search's clock",
     "underused": f"CUPTI measured the original's DRAM and SM throughput both under {UNDERUSED_CUPTI_PCT:.0f}% "
                  "of peak (largest size): the GPU mostly waits, and the knobs did not change that",
@@ -972,9 +1006,14 @@ def head_to_head_lines(searched: list[Operator]) -> list[str]:
         ok = sum(t.get("status") == "ok" for t in trials)
         return f"{method} {fmt_pct(ok, len(trials))} of {len(trials)}"
 
+    whole = {m: sum(o.exhausted(m) for o in paired) for m in METHODS}
+    both_whole = sum(o.exhausted("kforge") and o.exhausted("random") for o in paired)
     lines = ["## kforge against random search", "",
              f"Trials that ran and were correct, over the {len(paired)} operators both searched: "
-             f"{ok_share('kforge')}, {ok_share('random')}.", "",
+             f"{ok_share('kforge')}, {ok_share('random')}. Searches that measured every valid configuration "
+             f"of their space within the budget: kforge {whole['kforge']}, random {whole['random']}, both "
+             f"{both_whole} (there both measured the same configurations: only timing noise can set them "
+             "apart).", "",
              f"Final measurement, both arms correct and timed on every size on {len(both)} operators: kforge more than 2% faster on "
              f"{named(ahead)}, random on {named(behind)}, within 2% on {len(both) - len(ahead) - len(behind)}. "
              f"A success for one arm only: kforge {named(k_only)}, random {named(r_only)}.", "",
