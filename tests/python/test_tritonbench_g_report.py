@@ -670,3 +670,31 @@ def test_each_searchs_stop_reason_is_read_from_the_search_log(tmp_path):
     assert o.exhausted("kforge") and o.exhausted("random")
     o.stops["random"] = "wall-time budget reached"
     assert not o.exhausted("random")
+
+
+def test_the_space_size_is_the_product_of_the_importers_knob_values(tmp_path):
+    (tmp_path / "op.py").write_text(
+        "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, BLOCK: tl.constexpr):\n    pass\n\n\n"
+        "def op(x):\n    k[(1,)](x, BLOCK=256, num_warps=4)\n")
+    # BLOCK 64..1024 (a quarter of 256 up to 1024), num_warps 1..16, num_stages 1..5: 5 x 5 x 5
+    assert report.space_size(tmp_path, "op") == 125
+    assert report.space_size(tmp_path, "missing") is None and report.space_size(None, "op") is None
+    (tmp_path / "bad.py").write_text("def op(:\n")
+    assert report.space_size(tmp_path, "bad") is None
+    assert report.space_classes([1, 25, 26, 125, 126, 1000, 1001, 100000, 100001, None]) == \
+        "<= 25: 2, 26-125: 2, 126-1,000: 2, 1,001-100,000: 2, > 100,000: 1"
+
+
+def test_the_space_sizes_are_in_the_coverage_and_the_csv(campaign, tmp_path):
+    out = tmp_path / "results" / "tritonbench-g.md"
+    assert run_main(campaign, out) == 0
+    # op_flat's source (AUTOTUNED): its autotune list's BLOCK (64 and 128) offered as 16..1024 (7), the
+    # launch's num_warps and num_stages (5 each); op_win's has no launch (1); the others have no source
+    # in the data (unknown)
+    rows = {r["op"]: r for r in csv.DictReader(out.with_name("tritonbench-g.csv").open())}
+    assert (rows["op_flat"]["space_size"], rows["op_win"]["space_size"], rows["op_wrong"]["space_size"]) == \
+        ("175", "1", "")
+    assert ("- Configurations in the search space (the importer's knobs as it makes them now, the product of their "
+            "value counts; kforge's searches with a correct trial measured 3 configurations (median; quartiles 3 "
+            "and 3)): runnable <= 25: 1, 26-125: 0, 126-1,000: 1, 1,001-100,000: 0, > 100,000: 0; judged <= 25: 1, "
+            "26-125: 0, 126-1,000: 1, 1,001-100,000: 0, > 100,000: 0.") in out.read_text()

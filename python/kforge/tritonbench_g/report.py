@@ -89,7 +89,7 @@ CSV_COLUMNS = ("op", "bucket", "source_len", "runnable", "category", "n_sizes", 
                "kforge_speedup", "kforge_size_min", "kforge_size_median", "kforge_size_max", "kforge_correct",
                "kforge_trials", "kforge_search_gpu_s", "kforge_configuration", "random_speedup",
                "autotuned", "autotune_first_calls_s", "original_dram_pct", "original_sm_pct", "kforge_dram_pct",
-               "kforge_sm_pct",
+               "kforge_sm_pct", "space_size",
                "why_not_improved")
 
 
@@ -346,6 +346,8 @@ class Operator:
     set_aside: list[dict] = dataclasses.field(default_factory=list)
     # each search's stop reason from runs/<op>/search.log (read_stops): method -> reason
     stops: dict[str, str] = dataclasses.field(default_factory=dict)
+    # configurations in the space the importer makes of it now (space_size); None without its source
+    space_size: int | None = None
 
     @property
     def searched(self) -> bool:
@@ -417,6 +419,37 @@ def read_stops(run_dir: Path) -> dict[str, str]:
     return stops
 
 
+def space_size(kernels: Path | None, op: str) -> int | None:
+    """How many configurations the importer's space of kernels/<op>.py holds: the product of its knobs'
+    value counts (the spaces have no constraints; 1 without a knob). As the importer makes it now: the
+    searches of early operators may have had another (docs/tritonbench-g.md's dated sections). None
+    without the file or where it does not parse."""
+    from kforge.triton.program_worker import knobs_as_parameters
+    path = kernels / f"{op}.py" if kernels else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        parameters = knobs_as_parameters(cut_source(path.read_text(encoding="utf-8", errors="replace")))
+    except (source_ops.SourceOpError, SyntaxError, ValueError):
+        return None
+    return math.prod(len(p["values"]) for p in parameters)
+
+
+# Upper edges of the space-size classes the coverage lines count (the last class is above).
+SPACE_EDGES = (25, 125, 1000, 100_000)
+
+
+def space_classes(sizes: list[int | None]) -> str:
+    """'<= 25: a, 26-125: b, ...' over the sizes known."""
+    counts = [0] * (len(SPACE_EDGES) + 1)
+    for n in sizes:
+        if n is not None:
+            counts[next((i for i, edge in enumerate(SPACE_EDGES) if n <= edge), len(SPACE_EDGES))] += 1
+    names = [f"<= {SPACE_EDGES[0]:,}"] + [f"{lo + 1:,}-{hi:,}" for lo, hi in zip(SPACE_EDGES, SPACE_EDGES[1:])] + \
+        [f"> {SPACE_EDGES[-1]:,}"]
+    return ", ".join(f"{name}: {c}" for name, c in zip(names, counts))
+
+
 def has_autotune(kernels: Path | None, op: str) -> bool:
     """Whether the data's kernels/<op>.py has Triton's autotuner choose: a kernel decorated with
     @triton.autotune over two or more different configurations (a list of one, or of copies of one, as
@@ -465,7 +498,7 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             trials={m: read_trials(run_dir, m) for m in METHODS},
             final=parse_final(read_json(final_path), final_path) if final_path.exists() else None,
             autotuned=has_autotune(kernels, op),
-            set_aside=set_aside.get(op, []), stops=read_stops(run_dir)))
+            set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(kernels, op)))
     unknown = sorted((set(runnable) | run_names) - set(lengths))
     return operators, unknown
 
@@ -806,6 +839,15 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
              f"- Runnable operators with a kforge run (kforge.jsonl or final.json): "
              f"{sum(o.searched for o in runnable)}; with final.json: {sum(o.final is not None for o in runnable)}; "
              f"with random.jsonl: {sum(o.trials['random'] is not None for o in runnable)}."]
+    if any(o.space_size is not None for o in runnable):
+        judged = [o for o in runnable if o.searched]
+        counts = sorted(len(o.trials["kforge"]) for o in judged if any(map(timed_ok, o.trials["kforge"] or [])))
+        tried = f"; kforge's searches with a correct trial measured {statistics.median(counts):g} configurations " \
+                f"(median; quartiles " \
+                f"{counts[len(counts) // 4]} and {counts[3 * len(counts) // 4]})" if counts else ""
+        lines.append("- Configurations in the search space (the importer's knobs as it makes them now, the product "
+                     f"of their value counts{tried}): runnable {space_classes([o.space_size for o in runnable])}; "
+                     f"judged {space_classes([o.space_size for o in judged])}.")
     aside = [o for o in runnable if o.set_aside and o.final is None]
     if aside:
         why = {"out_of_memory": "out of memory", "measure_timeout": "final measurement past its limit"}
@@ -1125,6 +1167,7 @@ def csv_row(o: Operator) -> dict[str, str]:
         "autotune_first_calls_s": fmt_num(o.final.autotune_first_calls_s if o.final else None, 1),
         **{f"{program}_{unit}_pct": fmt_num(o.final.cupti_metric(program, metric) if o.final else None, 1)
            for program in ("original", "kforge") for unit, metric in (("dram", CUPTI_DRAM), ("sm", CUPTI_SM))},
+        "space_size": "" if o.space_size is None else str(o.space_size),
         "why_not_improved": why_not_improved(o, k) or "",
     }
 
