@@ -437,7 +437,8 @@ def test_the_final_measurement_end_to_end_on_the_toy_operator(data, tmp_path, mo
     assert not rnd["correct"] and "shape 0" in rnd["errors"][0]
     assert "gpu_fault" not in r and r["protocol"]["rounds"] == 2
     # Every step's seconds, in the order they ran.
-    assert list(r["phases_s"]) == ["setup", "original_first_calls", "checks", "winners_first_calls", "timing", "cupti"]
+    assert list(r["phases_s"]) == ["setup", "original_first_calls", "checks", "winners_first_calls", "lock_wait",
+                                 "timing", "cupti"]
     assert all(v >= 0 for v in r["phases_s"].values())
     assert r["search_timer"] == {"flush_bytes": 256 << 20}  # the program worker's flush (the searches' timer)
 
@@ -457,3 +458,12 @@ def test_the_flush_benchmark_table_gives_each_timer_against_do_bench():
     assert lines[0] == ("| operator | busy cores | do_bench ms | worker, flush 100 MiB (ratio) | "
                         "worker, flush 256 MiB (ratio) |")
     assert lines[2] == "| l2_norm_triton1 | 4 | 0.0080 | 0.0640 (8.00) | 0.0100 (1.25) |"
+
+
+def test_the_flush_benchmarks_spinners_stop_and_a_zero_time_has_no_ratio():
+    from kforge.tritonbench_g import flush_bench
+    with flush_bench.BusyCores(2) as busy:
+        assert all(p.is_alive() for p in busy.procs)
+    assert not any(p.is_alive() for p in busy.procs)
+    assert flush_bench.row_line({"op": "x", "busy": 0, "do_bench": 0.0, "twice_l2": 0.064, "now": 0.01}) == \
+        "| x | 0 | 0.0000 | 0.0640 (-) | 0.0100 (-) |"

@@ -695,6 +695,22 @@ def test_the_space_sizes_are_in_the_coverage_and_the_csv(campaign, tmp_path):
     assert (rows["op_flat"]["space_size"], rows["op_win"]["space_size"], rows["op_wrong"]["space_size"]) == \
         ("175", "1", "")
     assert ("- Configurations in the search space (the importer's knobs as it makes them now, the product of their "
-            "value counts; kforge's searches with a correct trial measured 3 configurations (median; quartiles 3 "
+            "value counts; kforge's searches with a correct trial tried 3 configurations (median; quartiles 3 "
             "and 3)): runnable <= 25: 1, 26-125: 0, 126-1,000: 1, 1,001-100,000: 0, > 100,000: 0; judged <= 25: 1, "
             "26-125: 0, 126-1,000: 1, 1,001-100,000: 0, > 100,000: 0.") in out.read_text()
+
+
+def test_a_search_that_timed_the_launch_is_launch_bound(campaign):
+    # op_other (class other): its winner 1.0 ms at the largest size in the final measurement. A search that
+    # timed it at 1.6 ms measured the host's launch (l2_norm_triton1: 8.6x); at 1.4 ms it is no class of
+    # its own, and it comes before space_exhausted (a space searched whole by a timer that ranked noise).
+    other = next(o for o in loaded(campaign) if o.op == "op_other")
+    assert report.search_timer_ratio(other) is None
+    other.final.candidates["kforge"].search_best_ms = 1.6
+    assert report.search_timer_ratio(other) == pytest.approx(1.6)
+    other.stops = {"kforge": "no unmeasured configuration left"}
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "launch_bound"
+    other.final.candidates["kforge"].search_best_ms = 1.4
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "space_exhausted"
+    other.stops = {}
+    assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"

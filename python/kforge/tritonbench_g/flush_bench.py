@@ -9,17 +9,20 @@ flush, 25 ms warm-up, 100 ms of repetitions), and the program worker's timer
 (``TorchDevice.time_calls``: CUDA events around each call after an L2 flush; median of ``--calls``)
 with the flush buffer it had until 2026-12-07 (twice the L2) and with the one it has now
 (``flush_bytes``: at least do_bench's). Each with the CPU idle and with ``--busy`` processes spinning on
-other cores (a search's compiling workers load the host while one of them times). Ratios to do_bench
-above 1 are host time the timer did not hide.
+other cores (a search's compiling workers load the host while one of them times); the three timers take
+turns in an order that rotates between loads. Ratios to do_bench above 1 are host time the timer did not
+hide. A row is printed as soon as it is measured; an operator that fails is a line saying why.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import multiprocessing
 import os
 import statistics
 import sys
+import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -28,29 +31,41 @@ from kforge.triton import program_devices  # noqa: E402
 from kforge.tritonbench_g.harness import operator  # noqa: E402
 
 DEFAULT_OPS = ("apply_penalty", "l2_norm_bwd", "l2_norm_triton1", "l2_norm_triton2")
+SPIN_LIMIT_S = 300.0  # a spinner stops by itself after this, or when its parent is gone
+TIMERS = ("do_bench", "twice_l2", "now")
 
 
-def _spin(stop) -> None:
-    while not stop.is_set():
-        pass
+def _spin(stop, parent: int) -> None:
+    """Burns a core until `stop` is set (a lock-free flag), the parent exits or SPIN_LIMIT_S passes."""
+    end = time.monotonic() + SPIN_LIMIT_S
+    while not stop.value:
+        for _ in range(100_000):
+            pass
+        if os.getppid() != parent or time.monotonic() > end:
+            return
 
 
 class BusyCores:
     """`n` processes spinning until the block ends (none for n = 0)."""
 
     def __init__(self, n: int):
-        self.n, self.procs, self.stop = n, [], multiprocessing.Event()
+        self.n, self.procs, self.stop = n, [], multiprocessing.RawValue(ctypes.c_bool, False)
 
     def __enter__(self):
-        self.procs = [multiprocessing.Process(target=_spin, args=(self.stop,), daemon=True) for _ in range(self.n)]
+        self.procs = [multiprocessing.Process(target=_spin, args=(self.stop, os.getpid()), daemon=True)
+                      for _ in range(self.n)]
         for p in self.procs:
             p.start()
+        if self.procs:
+            time.sleep(0.2)  # all of them spinning before the timing starts
         return self
 
     def __exit__(self, *exc):
-        self.stop.set()
+        self.stop.value = True
         for p in self.procs:
             p.join(5)
+            if p.is_alive():
+                p.terminate()
 
 
 def worker_timer_ms(device, call, flush_bytes: int, calls: int) -> float:
@@ -60,8 +75,10 @@ def worker_timer_ms(device, call, flush_bytes: int, calls: int) -> float:
     return statistics.median(device.time_calls(call, lambda: None, calls, True))
 
 
-def bench_op(data: str, op: str, device, busy: int, calls: int) -> list[dict]:
+def bench_op(data: str, op: str, device, busy: int, calls: int):
+    """Yields a row per CPU load (idle, then `busy` spinners): the three timers' milliseconds."""
     import triton.testing
+    device.torch.manual_seed(0)  # the harness draws its sizes from torch's generator
     h = operator(data, op)
     x = h.shapes(str(len(h.inputs) - 1))[0][0]  # the largest size, alone on the GPU
     bound = h.bind(h.original)
@@ -71,24 +88,32 @@ def bench_op(data: str, op: str, device, busy: int, calls: int) -> list[dict]:
 
     call()
     device.synchronize()
-    rows = []
-    for load in sorted({0, busy}):
+    timers = {"do_bench": lambda: triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"),
+              "twice_l2": lambda: worker_timer_ms(device, call, 2 * device.l2_bytes, calls),
+              "now": lambda: worker_timer_ms(device, call, program_devices.flush_bytes(device.l2_bytes), calls)}
+    for turn, load in enumerate(sorted({0, busy})):
+        order = TIMERS[turn % 3:] + TIMERS[:turn % 3]
         with BusyCores(load):
-            rows.append({"op": op, "busy": load,
-                         "do_bench": triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"),
-                         "twice_l2": worker_timer_ms(device, call, 2 * device.l2_bytes, calls),
-                         "now": worker_timer_ms(device, call, program_devices.flush_bytes(device.l2_bytes), calls)})
-    return rows
+            row = {"op": op, "busy": load, **{name: timers[name]() for name in order}}
+        yield row
+
+
+def header(l2_bytes: int) -> list[str]:
+    old_mib, new_mib = (round(b / (1 << 20)) for b in (2 * l2_bytes, program_devices.flush_bytes(l2_bytes)))
+    return [f"| operator | busy cores | do_bench ms | worker, flush {old_mib} MiB (ratio) | "
+            f"worker, flush {new_mib} MiB (ratio) |", "|---|---|---|---|---|"]
+
+
+def row_line(r: dict) -> str:
+    def ratio(ms: float) -> str:
+        return f"{ms / r['do_bench']:.2f}" if r["do_bench"] > 0 else "-"
+
+    return (f"| {r['op']} | {r['busy']} | {r['do_bench']:.4f} | {r['twice_l2']:.4f} ({ratio(r['twice_l2'])}) | "
+            f"{r['now']:.4f} ({ratio(r['now'])}) |")
 
 
 def table(rows: list[dict], l2_bytes: int) -> str:
-    old_mib, new_mib = (round(b / (1 << 20)) for b in (2 * l2_bytes, program_devices.flush_bytes(l2_bytes)))
-    out = [f"| operator | busy cores | do_bench ms | worker, flush {old_mib} MiB (ratio) | "
-           f"worker, flush {new_mib} MiB (ratio) |", "|---|---|---|---|---|"]
-    for r in rows:
-        out.append(f"| {r['op']} | {r['busy']} | {r['do_bench']:.4f} | {r['twice_l2']:.4f} "
-                   f"({r['twice_l2'] / r['do_bench']:.2f}) | {r['now']:.4f} ({r['now'] / r['do_bench']:.2f}) |")
-    return "\n".join(out)
+    return "\n".join(header(l2_bytes) + [row_line(r) for r in rows])
 
 
 def main(argv=None) -> int:
@@ -99,15 +124,17 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=200, help="timed calls of the worker's timer")
     a = ap.parse_args(argv)
     device = program_devices.TorchDevice(0)
-    rows = []
+    print(f"{device.describe()['name']}; L2 {device.l2_bytes / (1 << 20):.0f} MiB")
+    print("\n".join(header(device.l2_bytes)), flush=True)
+    measured = 0
     for op in a.ops:
         try:
-            rows += bench_op(a.data, op, device, a.busy, a.calls)
+            for r in bench_op(a.data, op, device, a.busy, a.calls):
+                print(row_line(r), flush=True)
+                measured += 1
         except Exception as e:  # an operator that does not run here is a line, not the end of the table
-            print(f"{op}: not measured: {type(e).__name__}: {e}", file=sys.stderr)
-    print(f"{device.describe()['name']}; L2 {device.l2_bytes / (1 << 20):.0f} MiB")
-    print(table(rows, device.l2_bytes))
-    return 0
+            print(f"{op}: not measured: {type(e).__name__}: {str(e)[:300]}", flush=True)
+    return 0 if measured else 1
 
 
 if __name__ == "__main__":

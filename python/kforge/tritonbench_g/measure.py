@@ -366,6 +366,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     autotune = autotune_record(original_module, first_original["original"])
     phases.done("winners_first_calls")
     with worker.lock.hold(exclusive=True):  # the GPU alone: other searches on it wait to time
+        phases.done("lock_wait")
         if fault is None:
             times, errors, fault = time_interleaved(calls, inputs, rounds, warmup_ms, rep_ms, worker.device.healthy)
         else:

@@ -65,8 +65,12 @@ COMPILE_TIMEOUT = TIMEOUT_MARK            # in a timeout trial's error: kforge.t
 # configuration of its space: hybrid (kforge's) proposes nothing unmeasured; random search, drawing the
 # enumerated valid set without replacement, finishes only when it has drawn all of it.
 EXHAUSTED_STOPS = ("no unmeasured configuration left", "strategy finished")
+# A search's time of its winner this many times the final measurement's (same configuration, largest
+# size) is host time the search's timer did not hide, not the kernel's (docs/tritonbench-g.md, 2026-12-07).
+TIMER_APART = 1.5
 WHY_CLASSES = ("original_failed", "gpu_fault", "wrong", "no_trial", "no_knob", "at_bound", "compile_limited",
-               "knobs_without_effect", "original_best", "space_exhausted", "search_too_short", "underused", "other")
+               "knobs_without_effect", "original_best", "launch_bound", "space_exhausted", "search_too_short",
+               "underused", "other")
 
 # TritonForge's quartiles of the source length (output_triton_len): upper bounds of Q1..Q3, Q4 is above.
 BUCKET_EDGES = (801, 1711, 2493)
@@ -606,6 +610,15 @@ def compile_timeouts(trials: list[dict]) -> int:
     return sum(1 for t in trials if t["status"] == "timeout" and COMPILE_TIMEOUT in (t.get("error") or ""))
 
 
+def search_timer_ratio(operator: Operator) -> float | None:
+    """kforge's winner's best time in its search over its final time on the largest size (the size the
+    search times); None where either is missing."""
+    c = operator.final.candidates.get("kforge") if operator.final else None
+    if c is None or c.search_best_ms is None or not c.ms or c.ms[-1] is None or c.ms[-1] <= 0:
+        return None
+    return c.search_best_ms / c.ms[-1]
+
+
 def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     """The class of a runnable, searched operator whose kforge candidate is not a success (None otherwise),
     the first that applies in WHY_CLASSES' order:
@@ -632,6 +645,9 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
       ``start_configurations`` and ``start_is_original``: not for an ``@triton.autotune`` original, whose
       start is its list's first entry, nor for a launch option the source computes) and its fastest ok
       trial is that one: nothing faster was found;
+    - ``launch_bound``: kforge's winner took more than TIMER_APART times as long in its search as in the
+      final measurement (same configuration, largest size): the search's timer measured the host's
+      launch of the call, not its kernels, and ranked that (search_timer_ratio);
     - ``space_exhausted``: the search measured every valid configuration of its space within its budget
       (its stop reason, EXHAUSTED_STOPS) and none is a success: the knobs hold nothing faster, so more
       search cannot help (only new knobs or a rewrite can);
@@ -669,6 +685,9 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
         if fastest is not None and isinstance(fastest.get("sequence"), int) \
                 and fastest["sequence"] < operator.final.start_configurations:
             return "original_best"
+    ratio = search_timer_ratio(operator)
+    if ratio is not None and ratio > TIMER_APART:
+        return "launch_bound"
     if operator.exhausted("kforge"):
         return "space_exhausted"
     end = search_seconds(trials)
@@ -841,8 +860,9 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
              f"with random.jsonl: {sum(o.trials['random'] is not None for o in runnable)}."]
     if any(o.space_size is not None for o in runnable):
         judged = [o for o in runnable if o.searched]
-        counts = sorted(len(o.trials["kforge"]) for o in judged if any(map(timed_ok, o.trials["kforge"] or [])))
-        tried = f"; kforge's searches with a correct trial measured {statistics.median(counts):g} configurations " \
+        counts = sorted(distinct_configurations(o.trials["kforge"]) for o in judged
+                        if any(map(timed_ok, o.trials["kforge"] or [])))
+        tried = f"; kforge's searches with a correct trial tried {statistics.median(counts):g} configurations " \
                 f"(median; quartiles " \
                 f"{counts[len(counts) // 4]} and {counts[3 * len(counts) // 4]})" if counts else ""
         lines.append("- Configurations in the search space (the importer's knobs as it makes them now, the product "
@@ -907,6 +927,8 @@ WHY_TEXT = {
                        "outlasted the search's compile limit (compile_timeout_s)",
     "knobs_without_effect": f"the ok trials' times span less than {NO_EFFECT_SPAN - 1:.0%} (slowest / fastest)",
     "original_best": "the search started from the original's configuration and found nothing faster",
+    "launch_bound": f"kforge's winner took over {TIMER_APART}x as long in its search as in the final measurement "
+                    "(largest size): the search timed the host's launch of the call, not its kernels",
     "space_exhausted": "the search measured every valid configuration of its space within its budget: the knobs "
                        "hold nothing faster (more search cannot help)",
     "search_too_short": f"the fastest trial came in the last {1 - LATE_FRACTION:.0%} of the search's clock",
@@ -1066,23 +1088,18 @@ def head_to_head_lines(searched: list[Operator]) -> list[str]:
                                                    for o in searched))
 
 
-# A search's time of its winner this many times the final measurement's (same configuration, largest
-# size) is host time the search's timer did not hide, not the kernel's (docs/tritonbench-g.md, 2026-12-07).
-TIMER_APART = 1.5
-
-
 def timer_lines(searched: list[Operator]) -> list[str]:
     """The search's timer against the final measurement's: kforge's winner's best time in its search over
     its final time on the largest size (the size the search times), per L2 flush the search used. Far
     above 1, the search ranked the host's launch of the call rather than its kernels."""
     by_flush: dict[str, list[tuple[str, float]]] = {}
     for o in searched:
-        c = o.final.candidates.get("kforge") if o.final else None
-        if c is None or c.search_best_ms is None or not c.ms or c.ms[-1] is None or c.ms[-1] <= 0:
+        ratio = search_timer_ratio(o)
+        if ratio is None:
             continue
         flush = "twice the L2" if o.final.search_flush_bytes is None else \
             f"{o.final.search_flush_bytes / (1 << 20):.0f} MiB"
-        by_flush.setdefault(flush, []).append((o.op, c.search_best_ms / c.ms[-1]))
+        by_flush.setdefault(flush, []).append((o.op, ratio))
     if not by_flush:
         return []
     parts = []
