@@ -467,3 +467,18 @@ def test_the_flush_benchmarks_spinners_stop_and_a_zero_time_has_no_ratio():
     assert not any(p.is_alive() for p in busy.procs)
     assert flush_bench.row_line({"op": "x", "busy": 0, "do_bench": 0.0, "twice_l2": 0.064, "now": 0.01}) == \
         "| x | 0 | 0.0000 | 0.0640 (-) | 0.0100 (-) |"
+
+
+def test_the_search_order_puts_the_set_aside_last_and_leaves_out_the_measured(tmp_path):
+    from kforge.tritonbench_g import order
+    runnable, index, aside, runs = (tmp_path / n for n in ("runnable.jsonl", "index.json", "set-aside.jsonl", "runs"))
+    runnable.write_text("".join(json.dumps({"op": op, "runnable": ok}) + "\n" for op, ok in
+                                (("a", True), ("b", True), ("c", False), ("d", True), ("e", True), ("f", True))))
+    index.write_text(json.dumps([{"op": op, "status": "no_knob" if op == "e" else "ready"} for op in "abcdef"]))
+    aside.write_text(json.dumps({"op": "a", "reason": "out_of_memory"}) + "\n")
+    (runs / "d").mkdir(parents=True)
+    (runs / "d" / "final.json").write_text("{}")
+    # c is not runnable, e has no knob; a was set aside: after the others
+    assert order.search_order(str(runnable), str(index), str(aside)) == ["b", "d", "f", "a"]
+    assert order.search_order(str(runnable), str(index), str(aside), str(runs)) == ["b", "f", "a"]  # d measured
+    assert order.search_order(str(runnable), str(index), str(tmp_path / "none")) == ["a", "b", "d", "f"]

@@ -1,0 +1,55 @@
+"""Which operators a search call takes, in order (scripts/device-tritonbench-g: `search` on the GPU machine,
+`next` here before a call).
+
+    python -m kforge.tritonbench_g.order RUNNABLE INDEX [--set-aside FILE] [--runs DIR] [--first N]
+
+The runnable operators (RUNNABLE: runnable.jsonl) that the importer made ready (INDEX: its index.json), in
+operator order; those the campaign set aside without a verdict (``--set-aside``: set-aside.jsonl, out of
+GPU memory or a final measurement past its limit) after the others, so a call spends its minutes on new
+verdicts before retries. ``--runs``: the campaign's runs folder; an operator with a final.json there is
+left out (what `next` shows: the search skips it as it goes). Prints the names on one line; with
+``--first N``, the first N and how many there are in all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def read_jsonl(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def search_order(runnable: str, index: str, set_aside: str | None = None, runs: str | None = None) -> list[str]:
+    """The operators a search takes, in the order it takes them (module docstring)."""
+    with open(index, encoding="utf-8") as f:
+        ready = {r["op"] for r in json.load(f) if r["status"] == "ready"}
+    aside = {r["op"] for r in read_jsonl(set_aside)} if set_aside and os.path.exists(set_aside) else set()
+    ops = [r["op"] for r in read_jsonl(runnable) if r["runnable"] and r["op"] in ready]
+    if runs:
+        ops = [op for op in ops if not os.path.exists(os.path.join(runs, op, "final.json"))]
+    return sorted(ops, key=lambda op: op in aside)  # stable: operator order within each group
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runnable", help="runnable.jsonl")
+    ap.add_argument("index", help="the importer's index.json")
+    ap.add_argument("--set-aside", help="set-aside.jsonl (those after the others)")
+    ap.add_argument("--runs", help="the campaign's runs folder (operators with a final.json left out)")
+    ap.add_argument("--first", type=int, help="print the first N and the count")
+    a = ap.parse_args(argv)
+    ops = search_order(a.runnable, a.index, a.set_aside, a.runs)
+    if a.first is None:
+        print(" ".join(ops))
+    else:
+        print(f"{len(ops)} operators to search; the next {min(a.first, len(ops))}: {' '.join(ops[:a.first])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
