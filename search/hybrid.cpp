@@ -74,25 +74,18 @@ std::vector<config> hybrid::propose(const search_state& s, std::size_t n) {
     if (!c) break;
     out.push_back(std::move(*c));
   }
-  while (out.size() < n && s.history().size() + out.size() < opt_.initial_samples) {
+  // Uniform draws: the initial design, and past it until a configuration has run correctly. Before that
+  // the population holds failures only and the model has no time to fit: children of failures inherit
+  // what made them fail (TritonBench-G's attention_score replayed, 4 correct of 73 measured
+  // configurations: between evaluations 10 and 20, 2 of 21 seeds still without one found it that way,
+  // uniform draws 11 of 18; scripts/tritonbench-g-replay).
+  const bool none_ran = !s.history().best();
+  while (out.size() < n && (none_ran || s.history().size() + out.size() < opt_.initial_samples)) {
     auto c = draw_fresh(s, out);
     if (!c) return out;
     out.push_back(std::move(*c));
   }
-  if (out.size() == n) return out;
-  // Until a configuration has run correctly the population holds failures only and the model has no time
-  // to fit: children of failures inherit what made them fail. Uniform draws, as in the initial design,
-  // until one runs (TritonBench-G's attention_score replayed, 4 correct of 73 measured configurations:
-  // between evaluations 10 and 20, 2 of 21 seeds still without one found it this way, uniform draws 11
-  // of 18; scripts/tritonbench-g-replay).
-  if (!s.history().best()) {
-    while (out.size() < n) {
-      auto c = draw_fresh(s, out);
-      if (!c) break;
-      out.push_back(std::move(*c));
-    }
-    return out;
-  }
+  if (out.size() == n || none_ran) return out;
   model_->update_model();
   genetic_options go;
   go.mutation_rate = opt_.mutation_rate;

@@ -453,8 +453,8 @@ def test_the_phase_clock_gives_each_step_the_time_since_the_previous():
 
 def test_the_flush_benchmark_table_gives_each_timer_against_do_bench():
     from kforge.tritonbench_g import flush_bench
-    rows = [{"op": "l2_norm_triton1", "busy": 4, "do_bench": 0.008, "twice_l2": 0.064, "now": 0.010}]
-    lines = flush_bench.table(rows, 50 << 20).splitlines()
+    row = {"op": "l2_norm_triton1", "busy": 4, "do_bench": 0.008, "twice_l2": 0.064, "now": 0.010}
+    lines = flush_bench.header(50 << 20) + [flush_bench.row_line(row)]
     assert lines[0] == ("| operator | busy cores | do_bench ms | worker, flush 100 MiB (ratio) | "
                         "worker, flush 256 MiB (ratio) |")
     assert lines[2] == "| l2_norm_triton1 | 4 | 0.0080 | 0.0640 (8.00) | 0.0100 (1.25) |"

@@ -156,7 +156,7 @@ def test_an_autotune_list_counts_when_the_autotuner_has_a_choice(tmp_path):
     for name, text in {"two": AUTOTUNED, "one": one, "copies": copies, "unreadable": unreadable,
                        "comment": "# TODO use @triton.autotune here\n" + one.replace("@triton.autotune", "#")}.items():
         (kernels / f"{name}.py").write_text(text)
-    assert {name: report.has_autotune(kernels, name)
+    assert {name: report.has_autotune(report.kernel_text(kernels, name))
             for name in ("two", "one", "copies", "unreadable", "comment", "missing")} == {
         "two": True, "one": False, "copies": False, "unreadable": True, "comment": False, "missing": False}
 
@@ -677,10 +677,11 @@ def test_the_space_size_is_the_product_of_the_importers_knob_values(tmp_path):
         "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, BLOCK: tl.constexpr):\n    pass\n\n\n"
         "def op(x):\n    k[(1,)](x, BLOCK=256, num_warps=4)\n")
     # BLOCK 64..1024 (a quarter of 256 up to 1024), num_warps 1..16, num_stages 1..5: 5 x 5 x 5
-    assert report.space_size(tmp_path, "op") == 125
-    assert report.space_size(tmp_path, "missing") is None and report.space_size(None, "op") is None
+    assert report.space_size(report.kernel_text(tmp_path, "op")) == 125
+    assert report.space_size(report.kernel_text(tmp_path, "missing")) is None
+    assert report.space_size(report.kernel_text(None, "op")) is None
     (tmp_path / "bad.py").write_text("def op(:\n")
-    assert report.space_size(tmp_path, "bad") is None
+    assert report.space_size(report.kernel_text(tmp_path, "bad")) is None
     assert report.space_classes([1, 25, 26, 125, 126, 1000, 1001, 100000, 100001, None]) == \
         "<= 25: 2, 26-125: 2, 126-1,000: 2, 1,001-100,000: 2, > 100,000: 1"
 

@@ -366,7 +366,8 @@ class TorchDevice(_Comparison):
         p = self.props
         return {"device": self.index, "name": p.name, "cc_major": p.major, "cc_minor": p.minor,
                 "sm_count": p.multi_processor_count, "memory_bytes": int(p.total_memory),
-                "l2_bytes": self.l2_bytes, "flush_bytes": self.flush_buffer.numel() * self.flush_buffer.element_size(),
+                "l2_bytes": self.l2_bytes,
+                "flush_bytes": self.flush_buffer.numel() * self.flush_buffer.element_size(),
                 "profiling": self._profiling,
                 "profiling_note": self._profiling_note, "torch": self.torch.__version__,
                 "cuda": self.torch.version.cuda, "pci_bus_id": self._pci_bus_id()}

@@ -112,10 +112,6 @@ def row_line(r: dict) -> str:
             f"{r['now']:.4f} ({ratio(r['now'])}) |")
 
 
-def table(rows: list[dict], l2_bytes: int) -> str:
-    return "\n".join(header(l2_bytes) + [row_line(r) for r in rows])
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", help="TritonBench-G's folder (kernels/, perf/)")

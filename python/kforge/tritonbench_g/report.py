@@ -15,7 +15,8 @@ is measured here: everything comes from the campaign folder, which holds
   candidate on every harness size (may be missing).
 
 The data folder gives the 184 operators and their source lengths (``TritonBench_G_v1.json``), and
-``kernels/<op>.py``, read for which originals have Triton's autotuner choose (``has_autotune``).
+``kernels/<op>.py``, read once per operator (``kernel_text``) for which originals have Triton's autotuner
+choose (``has_autotune``) and how large the importer's space of it is (``space_size``).
 Regenerating from the same inputs gives the same bytes: operators are sorted, floats have fixed formats
 and the PNGs carry no software or date stamp. A missing folder or file, or malformed JSON, raises
 ``ReportError`` (the file and the reason); ``main`` prints it and returns 2.
@@ -423,17 +424,24 @@ def read_stops(run_dir: Path) -> dict[str, str]:
     return stops
 
 
-def space_size(kernels: Path | None, op: str) -> int | None:
-    """How many configurations the importer's space of kernels/<op>.py holds: the product of its knobs'
-    value counts (the spaces have no constraints; 1 without a knob). As the importer makes it now: the
-    searches of early operators may have had another (docs/tritonbench-g.md's dated sections). None
-    without the file or where it does not parse."""
-    from kforge.triton.program_worker import knobs_as_parameters
+def kernel_text(kernels: Path | None, op: str) -> str | None:
+    """The data's kernels/<op>.py, whole; None without the folder or the file."""
     path = kernels / f"{op}.py" if kernels else None
     if path is None or not path.is_file():
         return None
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def space_size(text: str | None) -> int | None:
+    """How many configurations the importer's space of an operator's source (``kernel_text``) holds: the
+    product of its knobs' value counts (the spaces have no constraints; 1 without a knob). As the
+    importer makes it now: the searches of early operators may have had another (docs/tritonbench-g.md's
+    dated sections). None without the source or where it does not parse."""
+    from kforge.triton.program_worker import knobs_as_parameters
+    if text is None:
+        return None
     try:
-        parameters = knobs_as_parameters(cut_source(path.read_text(encoding="utf-8", errors="replace")))
+        parameters = knobs_as_parameters(cut_source(text))
     except (source_ops.SourceOpError, SyntaxError, ValueError):
         return None
     return math.prod(len(p["values"]) for p in parameters)
@@ -454,16 +462,13 @@ def space_classes(sizes: list[int | None]) -> str:
     return ", ".join(f"{name}: {c}" for name, c in zip(names, counts))
 
 
-def has_autotune(kernels: Path | None, op: str) -> bool:
-    """Whether the data's kernels/<op>.py has Triton's autotuner choose: a kernel decorated with
-    @triton.autotune over two or more different configurations (a list of one, or of copies of one, as
-    in chunk_gla_simple and quant_transpose_kernel, chooses nothing). A list the source operators cannot
-    read (matmul_triton_autotune builds it in a function) counts as choosing. False without the file."""
-    path = kernels / f"{op}.py" if kernels else None
-    if path is None or not path.is_file():
-        return False
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if not AUTOTUNE_DECORATOR.search(text):
+def has_autotune(text: str | None) -> bool:
+    """Whether an operator's source (``kernel_text``) has Triton's autotuner choose: a kernel decorated
+    with @triton.autotune over two or more different configurations (a list of one, or of copies of one,
+    as in chunk_gla_simple and quant_transpose_kernel, chooses nothing). A list the source operators
+    cannot read (matmul_triton_autotune builds it in a function) counts as choosing. False without the
+    source."""
+    if text is None or not AUTOTUNE_DECORATOR.search(text):
         return False
     try:
         knobs = source_ops.find_knobs(cut_source(text))
@@ -492,6 +497,7 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
         record = runnable.get(op)
         run_dir = runs / op
         final_path = run_dir / "final.json"
+        text = kernel_text(kernels, op)
         operators.append(Operator(
             op=op, source_len=source_len, bucket=bucket_of(source_len),
             tried=record is not None,
@@ -501,8 +507,8 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             harness_sizes=record.get("sizes") if record and isinstance(record.get("sizes"), int) else None,
             trials={m: read_trials(run_dir, m) for m in METHODS},
             final=parse_final(read_json(final_path), final_path) if final_path.exists() else None,
-            autotuned=has_autotune(kernels, op),
-            set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(kernels, op)))
+            autotuned=has_autotune(text),
+            set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(text)))
     unknown = sorted((set(runnable) | run_names) - set(lengths))
     return operators, unknown
 
