@@ -280,6 +280,27 @@ def test_why_not_improved_classes(campaign):
     assert report.why_not_improved(flat, report.outcome(flat, "kforge")) == "wrong"
 
 
+def test_original_failed_when_its_own_configuration_is_wrong(campaign):
+    """An autotuned original one of whose own list entries (the searches' first start_configurations
+    trials) was wrong against the reference has no well-defined output (layer_norm_welfold, 2026-12-07);
+    a wrong trial past the start, or any wrong trial where the start is not the original's, is the
+    candidate's own fault."""
+    op = next(o for o in loaded(campaign) if o.op == "op_wrong")
+    assert report.why_not_improved(op, report.outcome(op, "kforge")) == "wrong"
+    wrong = {**trial(1, {"BLOCK": 64}, None, 1, "wrong_result"), "error": "shape 0: returned[0]: 9 of 16 differ"}
+    op.trials["random"] = (op.trials.get("random") or []) + [wrong]
+    op.final.start_configurations, op.final.start_is_original, op.autotuned = 2, False, False
+    assert report.why_not_improved(op, report.outcome(op, "kforge")) == "wrong"  # not the original's own
+    op.autotuned = True
+    assert report.own_configuration_wrong(op)
+    assert report.why_not_improved(op, report.outcome(op, "kforge")) == "original_failed"
+    op.final.start_configurations = 1  # the wrong trial (sequence 1) is past the original's list
+    assert report.why_not_improved(op, report.outcome(op, "kforge")) == "wrong"
+    op.autotuned, op.final.start_is_original = False, True  # the original's own configuration is sequence 0
+    wrong["sequence"] = 0
+    assert report.why_not_improved(op, report.outcome(op, "kforge")) == "original_failed"
+
+
 def run_main(campaign_and_data, out):
     campaign, data = campaign_and_data
     return report.main([str(campaign), "--data", str(data), "--out", str(out)])

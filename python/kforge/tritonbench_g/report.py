@@ -625,6 +625,22 @@ def search_timer_ratio(operator: Operator) -> float | None:
     return c.search_best_ms / c.ms[-1]
 
 
+def own_configuration_wrong(operator: Operator) -> bool:
+    """A trial of one of the original's own configurations was wrong against the reference, in either
+    arm: each of an ``@triton.autotune`` original's list entries (the searches' first
+    ``start_configurations`` trials), or the original's configuration itself where the start is it. Such
+    an original's output depends on which of its own configurations runs (its autotuner picks one per
+    size by speed, in each process anew), so its reference is not the original's output but one of them
+    (layer_norm_welfold, 2026-12-07: RBLOCK 2048 of its list sums masked lanes into the variance where
+    D = 1024, and two workers' references disagreed in 14,685 of 16,384 elements)."""
+    final = operator.final
+    if final is None or not final.start_configurations:
+        return False
+    own = final.start_configurations if operator.autotuned else 1 if final.start_is_original else 0
+    return any(isinstance(t.get("sequence"), int) and t["sequence"] < own and t["status"] == "wrong_result"
+               for arm in ("kforge", "random") for t in operator.trials.get(arm) or [])
+
+
 def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     """The class of a runnable, searched operator whose kforge candidate is not a success (None otherwise),
     the first that applies in WHY_CLASSES' order:
@@ -632,7 +648,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     - ``original_failed``: every kforge trial failed in the worker's setup: the original does not run at
       the search's sizes, or does not reproduce itself (a race, reads of memory it does not own):
       nothing can be checked against it; or the final measurement has no time of the original on some
-      size, and no candidate's call left the GPU unusable (the original failed there, or faulted it);
+      size, and no candidate's call left the GPU unusable (the original failed there, or faulted it); or
+      one of the original's own configurations was wrong against its reference (own_configuration_wrong);
     - ``gpu_fault``: the random search's candidate left the GPU unusable in the final measurement
       (measure.abandoned) before kforge's candidate was measured on every size: no verdict on kforge;
     - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size (a
@@ -667,7 +684,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     trials = operator.trials["kforge"]
     fault_by = operator.final.gpu_fault_by if operator.final else None
     if trials and all((t.get("error") or "").startswith(ORIGINAL_FAILED) for t in trials) or \
-            operator.final and fault_by in (None, "original") and any(ms is None for ms in operator.final.original_ms):
+            operator.final and fault_by in (None, "original") and any(ms is None for ms in operator.final.original_ms) \
+            or own_configuration_wrong(operator):
         return "original_failed"
     if fault_by == "random" and kforge.speedup is None:
         return "gpu_fault"
@@ -920,7 +938,9 @@ DEFINITIONS = f"""\
 
 WHY_TEXT = {
     "original_failed": "the original failed in the search worker's setup (it does not run at the search's "
-                       "sizes, or does not reproduce itself on the same inputs): no candidate can be checked",
+                       "sizes, or does not reproduce itself on the same inputs), or one of its own "
+                       "configurations (its autotune list's) was wrong against its reference: no candidate "
+                       "can be checked",
     "gpu_fault": "the GPU faulted (a sticky error) in the random search's candidate during the final "
                  "measurement, before kforge's was measured on every size",
     "wrong": "kforge's best candidate was incorrect (or failed) at the harness sizes",
