@@ -482,3 +482,91 @@ def test_the_search_order_puts_the_set_aside_last_and_leaves_out_the_measured(tm
     assert order.search_order(str(runnable), str(index), str(aside)) == ["b", "d", "f", "a"]
     assert order.search_order(str(runnable), str(index), str(aside), str(runs)) == ["b", "f", "a"]  # d measured
     assert order.search_order(str(runnable), str(index), str(tmp_path / "none")) == ["a", "b", "d", "f"]
+
+
+class _SweepDevice:
+    """Tensors are dicts {"on": "gpu" | "host"}; the inputs context is where unplaced ones are made."""
+
+    def __init__(self, oom=False):
+        self.oom, self.where, self.seeds, self.releases = oom, "host", [], 0
+
+    def is_tensor(self, x):
+        return isinstance(x, dict) and "on" in x
+
+    def to_host(self, x):
+        return {"on": "host"}
+
+    def on_device(self, x):
+        return x["on"] == "gpu"
+
+    def seed(self, seed):
+        self.seeds.append(seed)
+
+    def release_cached_memory(self):
+        self.releases += 1
+
+    def inputs_context(self):
+        device = self
+
+        class Context:
+            def __enter__(self):
+                device.where = "gpu"
+
+            def __exit__(self, *exc):
+                device.where = "host"
+
+        return Context()
+
+
+def _sweep_harness(device, passes_through=False):
+    made = []
+
+    def make():
+        if device.oom and device.where == "gpu":
+            raise MemoryError("CUDA out of memory")
+        inputs = [({"on": device.where}, 3), ({"on": device.where}, 4)]
+        perf = types.SimpleNamespace(input_tensors=list(inputs),
+                                     to_cuda=(lambda x: x) if passes_through else
+                                     (lambda x: tuple({"on": "gpu"} if isinstance(v, dict) else v for v in x)))
+        made.append(device.where)
+        return types.SimpleNamespace(inputs=inputs, perf=perf)
+
+    return make, made
+
+
+def test_the_final_measurement_makes_its_sweep_on_the_gpu_and_keeps_it_on_the_host():
+    """Made in the inputs context (the GPU: seconds, where torch's CPU generator took 17-32 s), then
+    copied to the host for SizeInputs; seeded; non-tensor values kept."""
+    device = _SweepDevice()
+    make, made = _sweep_harness(device)
+    forgotten = []
+    h = measure.harness_with_host_sweep(make, lambda: forgotten.append(1), device, 7)
+    assert made == ["gpu"] and not forgotten and device.seeds == [7]
+    assert h.inputs == [({"on": "host"}, 3), ({"on": "host"}, 4)] and h.perf.input_tensors == h.inputs
+
+
+def test_the_final_measurement_makes_its_sweep_on_the_host_where_the_gpu_cannot():
+    """Out of GPU memory while making it (fast_ce_loss's sweep is about 60 GB), or a harness whose
+    to_cuda passes a host input through (its own tensors are made on the GPU): made again as
+    TritonBench's harness makes it, the first harness forgotten, seeded again."""
+    for device, through in ((_SweepDevice(oom=True), False), (_SweepDevice(), True)):
+        make, made = _sweep_harness(device, passes_through=through)
+        forgotten = []
+        h = measure.harness_with_host_sweep(make, lambda: forgotten.append(1), device, 3)
+        assert made == (["host"] if device.oom else ["gpu", "host"]) and forgotten == [1]
+        assert device.seeds == [3, 3] and h.inputs[0][0] == {"on": "host"}
+    # A harness that fails on the GPU for another reason (it needs host tensors) is made on the host; one
+    # that fails there too is the harness's error, which propagates.
+    device = _SweepDevice()
+    made = []
+
+    def needs_host():
+        made.append(device.where)
+        if device.where == "gpu":
+            raise TypeError("can't convert cuda:0 device type tensor to numpy")
+        return types.SimpleNamespace(inputs=[({"on": "host"},)], perf=types.SimpleNamespace(input_tensors=[]))
+
+    assert measure.harness_with_host_sweep(needs_host, lambda: None, device, 0).inputs == [({"on": "host"},)]
+    assert made == ["gpu", "host"]
+    with pytest.raises(ValueError):
+        measure.harness_with_host_sweep(lambda: (_ for _ in ()).throw(ValueError("bad")), lambda: None, device, 0)

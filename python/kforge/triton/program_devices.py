@@ -218,6 +218,13 @@ class FakeDevice(_Comparison):
         import contextlib
         return contextlib.nullcontext()
 
+    def to_host(self, x):
+        """``x`` in host memory (the fake device's tensors are there already)."""
+        return x
+
+    def on_device(self, x) -> bool:
+        return True
+
     def seed(self, seed: int) -> None:
         import random
         random.seed(seed)
@@ -463,6 +470,14 @@ class TorchDevice(_Comparison):
         """Where the inputs function runs: tensors made without a device land on this GPU. Only there: a
         default device set for the whole process would intercept every torch call of the timed wrapper."""
         return self.dev
+
+    def to_host(self, x):
+        """``x`` in host memory (a copy where it is on the GPU)."""
+        return x.cpu()
+
+    def on_device(self, x) -> bool:
+        """Whether tensor ``x`` is on this GPU."""
+        return x.device == self.dev
 
     def seed(self, seed: int) -> None:
         import random

@@ -17,6 +17,7 @@ search's winner on EVERY size of the harness's sweep, checked, then timed interl
    Each program's time per size is the median of its rounds. As the harness's ``run_benchmark`` does, a
    size's inputs go to the GPU for that size only (``SizeInputs``), after the checks' inputs and
    references were dropped (``Worker.release_inputs``): the GPU holds one size of the sweep, not all.
+   The sweep is made on the GPU and kept in host memory (``harness_with_host_sweep``).
    The protocol is recorded in final.json (it is shorter than the harness's 100 ms warm-up and 1000 ms
    of repetitions: say so when quoting). The
    timing holds the GPU's lock exclusively (the program worker's DeviceLock), so searches of other
@@ -262,6 +263,57 @@ def profile_calls(calls: dict, names: list[str], x, device) -> dict:
     return out
 
 
+def host_value(value, device):
+    """``value`` with every tensor in it (through tuples, lists and dicts) in host memory."""
+    if device.is_tensor(value):
+        return device.to_host(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(host_value(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: host_value(v, device) for k, v in value.items()}
+    return value
+
+
+def host_sweep_goes_to_gpu(harness, device) -> bool:
+    """Moves ``harness``'s sweep to host memory; whether its ``to_cuda`` then brings the smallest size's
+    every tensor to the GPU (as the timing needs; False also where it fails)."""
+    harness.inputs = [host_value(x, device) for x in harness.inputs]
+    harness.perf.input_tensors = list(harness.inputs)
+    try:
+        moved = program_worker.tensors_in(harness.perf.to_cuda(harness.inputs[0]), device, "input")
+    except Exception:  # noqa: BLE001 - the caller makes the sweep as the harness does, where this shows
+        return False
+    return all(device.on_device(t) for _, t in moved)
+
+
+def harness_with_host_sweep(make: Callable[[], object], forget: Callable[[], None], device, seed: int):
+    """The operator's harness (``make()``: harness.operator, which makes the whole sweep) with its sweep
+    in host memory, for SizeInputs to move one size at a time to the GPU. The sweep is made where the
+    search workers make theirs, on the GPU (the device's inputs context), and copied to the host. Made on
+    the host with torch's CPU generator, as until 2026-12-07, the measurement's setup step took 17.5 s for
+    layer_norm_welfold's sweep (2 GB of bf16) and 32.1 s for lightning_attention's (6.4 GB of fp16) on an
+    H100, against 4-7 s for small sweeps (final.json ``phases_s``). It is made on the host instead, as
+    TritonBench's own harness makes it (``forget()`` drops the first harness), where making it on the GPU
+    fails (out of memory: fast_ce_loss's sweep is about 60 GB; or a harness that needs host tensors), or
+    where the harness's ``to_cuda`` leaves a host input on the host (a harness that makes its tensors on
+    the GPU itself and passes them through). Either way seeded with ``seed``; an error of the harness on
+    the host propagates."""
+    device.seed(seed)
+    try:
+        with device.inputs_context():
+            harness = make()
+    except Exception:  # noqa: BLE001 - made again on the host below, where a harness's own error shows
+        harness = None
+    if harness is not None and host_sweep_goes_to_gpu(harness, device):
+        device.release_cached_memory()  # the GPU's copies of the sweep
+        return harness
+    harness = None
+    forget()
+    device.release_cached_memory()
+    device.seed(seed)
+    return make()
+
+
 def rate(fn, inp, ms):
     try:
         return float(fn(inp, ms)) if ms else None
@@ -320,7 +372,9 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     params = experiment["problem"]["parameters"]
     from kforge.tritonbench_g.harness import operator
     program = experiment["problem"]["program"]  # <data>/kernels/<op>.py
-    h = operator(os.path.dirname(os.path.dirname(program)), os.path.splitext(os.path.basename(program))[0])
+    data_dir, op = os.path.dirname(os.path.dirname(program)), os.path.splitext(os.path.basename(program))[0]
+    h = harness_with_host_sweep(lambda: operator(data_dir, op), operator.cache_clear, worker.device,
+                                experiment.get("seed", 0))
     inputs = SizeInputs(h)
     original_module = variant_module(experiment, [], worker)
     calls = {"original": h.bind(original_module)}
