@@ -143,6 +143,13 @@ def test_harness_never_runs_the_test_block_and_binds_a_variant(data):
     assert [x is None for x in h.inputs] == [False, True, True, True, False]
     assert h.perf.input_tensors[1] is None
     assert [len(s[0][0]) for s in h.shapes("all")] == [16, 32, 64, 128, 256]
+    # A harness whose get_input_tensors only appends (layer_norm_welfold's) makes the sweep anew too.
+    appending = h.perf.get_input_tensors
+    h.perf.get_input_tensors = lambda: h.perf.input_tensors.extend(
+        [(np.zeros(2 ** i, dtype=np.float32),) * 2 for i in range(4, 9)])
+    h.shapes("0", release_others=True)
+    assert [len(s[0][0]) for s in h.shapes("all")] == [16, 32, 64, 128, 256]
+    h.perf.get_input_tensors = appending
     assert set(h.imported) == {"toy_add"}
     variant = types.SimpleNamespace(toy_add=lambda x, y: "variant")
     call = h.bind(variant)
@@ -570,3 +577,16 @@ def test_the_final_measurement_makes_its_sweep_on_the_host_where_the_gpu_cannot(
     assert made == ["gpu", "host"]
     with pytest.raises(ValueError):
         measure.harness_with_host_sweep(lambda: (_ for _ in ()).throw(ValueError("bad")), lambda: None, device, 0)
+
+
+def test_the_host_copy_of_a_sweep_keeps_named_tuples_and_shares_a_shared_tensor():
+    import collections
+    device = _SweepDevice()
+    made = []
+    device.to_host = lambda x: (made.append(x), {"on": "host"})[1]
+    Pair = collections.namedtuple("Pair", "a b")
+    shared = {"on": "gpu"}
+    copies: dict = {}
+    out = [measure.host_value(v, device, copies) for v in (Pair(shared, 1), [shared, {"w": {"on": "gpu"}}])]
+    assert isinstance(out[0], Pair) and out[0].a == {"on": "host"} and out[0].b == 1
+    assert out[0].a is out[1][0] and len(made) == 2  # the shared tensor copied once

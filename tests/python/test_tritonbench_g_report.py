@@ -282,18 +282,22 @@ def test_why_not_improved_classes(campaign):
 
 def test_original_failed_when_its_own_configuration_is_wrong(campaign):
     """An autotuned original one of whose own list entries (the searches' first start_configurations
-    trials) was wrong against the reference has no well-defined output (layer_norm_welfold, 2026-12-07);
-    a wrong trial past the start, or any wrong trial where the start is not the original's, is the
-    candidate's own fault."""
+    trials) was wrong against the reference has no well-defined output (layer_norm_welfold, 2026-12-07):
+    kforge's wrong candidate is then original_failed. A wrong trial past the start, or any wrong trial
+    where the starts are not exactly what the original runs, is the candidate's own fault."""
     op = next(o for o in loaded(campaign) if o.op == "op_wrong")
     assert report.why_not_improved(op, report.outcome(op, "kforge")) == "wrong"
     wrong = {**trial(1, {"BLOCK": 64}, None, 1, "wrong_result"), "error": "shape 0: returned[0]: 9 of 16 differ"}
     op.trials["random"] = (op.trials.get("random") or []) + [wrong]
     op.final.start_configurations, op.final.start_is_original, op.autotuned = 2, False, False
+    op.starts_are_own = True
     assert report.why_not_improved(op, report.outcome(op, "kforge")) == "wrong"  # not the original's own
     op.autotuned = True
     assert report.own_configuration_wrong(op)
     assert report.why_not_improved(op, report.outcome(op, "kforge")) == "original_failed"
+    op.starts_are_own = False  # an entry pinned without its decorator's hooks, or a computed launch option
+    assert report.why_not_improved(op, report.outcome(op, "kforge")) == "wrong"
+    op.starts_are_own = True
     op.final.start_configurations = 1  # the wrong trial (sequence 1) is past the original's list
     assert report.why_not_improved(op, report.outcome(op, "kforge")) == "wrong"
     op.autotuned, op.final.start_is_original = False, True  # the original's own configuration is sequence 0
@@ -736,3 +740,13 @@ def test_a_search_that_timed_the_launch_is_launch_bound(campaign):
     assert report.why_not_improved(other, report.outcome(other, "kforge")) == "space_exhausted"
     other.stops = {}
     assert report.why_not_improved(other, report.outcome(other, "kforge")) == "other"
+
+
+def test_the_starts_are_the_originals_own_only_without_autotune_extras_or_computed_options():
+    plain = ("import triton\n@triton.autotune(configs=[triton.Config({'B': 32}, num_warps=4), "
+             "triton.Config({'B': 64}, num_warps=8)], key=['n'])\n@triton.jit\ndef k(x, n, B: tl.constexpr):\n"
+             "    pass\ndef f(x):\n    k[(1,)](x, 4)\n")
+    assert report.starts_are_own(plain)
+    hooked = plain.replace("key=['n'])", "key=['n'], reset_to_zero=['x'])")
+    assert not report.starts_are_own(hooked)
+    assert not report.starts_are_own(None) and not report.starts_are_own("def broken(:\n")

@@ -472,8 +472,10 @@ class TorchDevice(_Comparison):
         return self.dev
 
     def to_host(self, x):
-        """``x`` in host memory (a copy where it is on the GPU)."""
-        return x.cpu()
+        """``x`` in host memory (a copy where it is on the GPU), a leaf as ``x`` was: detached, so that no
+        autograd record of the copy keeps the GPU's tensor alive, with ``x``'s requires_grad."""
+        with self.torch.no_grad():
+            return x.detach().cpu().requires_grad_(x.requires_grad)
 
     def on_device(self, x) -> bool:
         """Whether tensor ``x`` is on this GPU."""

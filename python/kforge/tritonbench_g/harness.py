@@ -135,6 +135,7 @@ class Operator:
         program worker seeds before each inputs function)."""
         chosen = self.selected(selection)
         if any(self.inputs[i] is None for i in chosen):  # released earlier: the harness makes them again
+            self.perf.input_tensors = []  # (many harnesses' get_input_tensors only append to it)
             self.perf.get_input_tensors()
             self.inputs = list(self.perf.input_tensors)
         calls = [(self.perf.to_cuda(self.inputs[i]),) for i in chosen]

@@ -263,23 +263,33 @@ def profile_calls(calls: dict, names: list[str], x, device) -> dict:
     return out
 
 
-def host_value(value, device):
-    """``value`` with every tensor in it (through tuples, lists and dicts) in host memory."""
+def host_value(value, device, copies: dict | None = None):
+    """``value`` with every tensor in it (through tuples, named tuples, lists and dicts) in host memory; a
+    tensor met twice (one shared by several sizes) gets one copy (``copies``: id -> copy, kept by the
+    caller across the sweep's values)."""
+    copies = {} if copies is None else copies
     if device.is_tensor(value):
-        return device.to_host(value)
-    if isinstance(value, (tuple, list)):
-        return type(value)(host_value(v, device) for v in value)
+        if id(value) not in copies:
+            copies[id(value)] = (value, device.to_host(value))  # the original kept: its id stays unique
+        return copies[id(value)][1]
+    if isinstance(value, tuple):
+        items = [host_value(v, device, copies) for v in value]
+        return type(value)._make(items) if hasattr(value, "_make") else tuple(items)
+    if isinstance(value, list):
+        return [host_value(v, device, copies) for v in value]
     if isinstance(value, dict):
-        return {k: host_value(v, device) for k, v in value.items()}
+        return {k: host_value(v, device, copies) for k, v in value.items()}
     return value
 
 
 def host_sweep_goes_to_gpu(harness, device) -> bool:
     """Moves ``harness``'s sweep to host memory; whether its ``to_cuda`` then brings the smallest size's
-    every tensor to the GPU (as the timing needs; False also where it fails)."""
-    harness.inputs = [host_value(x, device) for x in harness.inputs]
-    harness.perf.input_tensors = list(harness.inputs)
+    every tensor to the GPU (as the timing needs). False also where either step fails."""
     try:
+        copies: dict = {}
+        harness.inputs = [host_value(x, device, copies) for x in harness.inputs]
+        del copies  # the GPU's tensors
+        harness.perf.input_tensors = list(harness.inputs)
         moved = program_worker.tensors_in(harness.perf.to_cuda(harness.inputs[0]), device, "input")
     except Exception:  # noqa: BLE001 - the caller makes the sweep as the harness does, where this shows
         return False

@@ -353,6 +353,8 @@ class Operator:
     stops: dict[str, str] = dataclasses.field(default_factory=dict)
     # configurations in the space the importer makes of it now (space_size); None without its source
     space_size: int | None = None
+    # the searches' start configurations are ones the original itself runs (starts_are_own)
+    starts_are_own: bool = False
 
     @property
     def searched(self) -> bool:
@@ -447,6 +449,26 @@ def space_size(text: str | None) -> int | None:
     return math.prod(len(p["values"]) for p in parameters)
 
 
+def starts_are_own(text: str | None) -> bool:
+    """Whether the searches' start configurations of an operator's source (``kernel_text``) are ones its
+    original itself runs: every knob has the original's value as its default (a launch option the source
+    computes has none, and a start sets it to its first value), and no ``@triton.autotune`` has arguments
+    beside its list and key (``prune_configs_by``, ``reset_to_zero``, ``restore_value``, hooks: a list
+    entry pinned by source_ops.apply_config, which removes the decorator, runs without them). False
+    without the source or where it does not parse."""
+    from kforge.triton.program_worker import knobs_as_parameters
+    if text is None:
+        return False
+    try:
+        source = cut_source(text)
+        parameters = knobs_as_parameters(source)
+        kernels = {p["knob"]["autotune"] for p in parameters if "autotune" in p["knob"]}
+        return all("default" in p for p in parameters) and \
+            not any(source_ops.autotune_to_space(source, k)["extras"] for k in kernels)
+    except (source_ops.SourceOpError, SyntaxError, ValueError):
+        return False
+
+
 # Upper edges of the space-size classes the coverage lines count (the last class is above).
 SPACE_EDGES = (25, 125, 1000, 100_000)
 
@@ -508,7 +530,8 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             trials={m: read_trials(run_dir, m) for m in METHODS},
             final=parse_final(read_json(final_path), final_path) if final_path.exists() else None,
             autotuned=has_autotune(text),
-            set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(text)))
+            set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(text),
+            starts_are_own=starts_are_own(text)))
     unknown = sorted((set(runnable) | run_names) - set(lengths))
     return operators, unknown
 
@@ -628,13 +651,14 @@ def search_timer_ratio(operator: Operator) -> float | None:
 def own_configuration_wrong(operator: Operator) -> bool:
     """A trial of one of the original's own configurations was wrong against the reference, in either
     arm: each of an ``@triton.autotune`` original's list entries (the searches' first
-    ``start_configurations`` trials), or the original's configuration itself where the start is it. Such
+    ``start_configurations`` trials), or the original's configuration itself where the start is it; only
+    where those starts are exactly what the original runs (``starts_are_own``). Such
     an original's output depends on which of its own configurations runs (its autotuner picks one per
     size by speed, in each process anew), so its reference is not the original's output but one of them
     (layer_norm_welfold, 2026-12-07: RBLOCK 2048 of its list sums masked lanes into the variance where
     D = 1024, and two workers' references disagreed in 14,685 of 16,384 elements)."""
     final = operator.final
-    if final is None or not final.start_configurations:
+    if final is None or not final.start_configurations or not operator.starts_are_own:
         return False
     own = final.start_configurations if operator.autotuned else 1 if final.start_is_original else 0
     return any(isinstance(t.get("sequence"), int) and t["sequence"] < own and t["status"] == "wrong_result"
@@ -649,7 +673,8 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
       the search's sizes, or does not reproduce itself (a race, reads of memory it does not own):
       nothing can be checked against it; or the final measurement has no time of the original on some
       size, and no candidate's call left the GPU unusable (the original failed there, or faulted it); or
-      one of the original's own configurations was wrong against its reference (own_configuration_wrong);
+      kforge's candidate was incorrect and one of the original's own configurations was wrong against its
+      reference too (own_configuration_wrong): the reference is not the original's output, but one of them;
     - ``gpu_fault``: the random search's candidate left the GPU unusable in the final measurement
       (measure.abandoned) before kforge's candidate was measured on every size: no verdict on kforge;
     - ``wrong``: final.json has a kforge candidate that is incorrect or has no time on some size (a
@@ -684,13 +709,12 @@ def why_not_improved(operator: Operator, kforge: Outcome) -> str | None:
     trials = operator.trials["kforge"]
     fault_by = operator.final.gpu_fault_by if operator.final else None
     if trials and all((t.get("error") or "").startswith(ORIGINAL_FAILED) for t in trials) or \
-            operator.final and fault_by in (None, "original") and any(ms is None for ms in operator.final.original_ms) \
-            or own_configuration_wrong(operator):
+            operator.final and fault_by in (None, "original") and any(ms is None for ms in operator.final.original_ms):
         return "original_failed"
     if fault_by == "random" and kforge.speedup is None:
         return "gpu_fault"
     if kforge.present and kforge.speedup is None:
-        return "wrong"
+        return "original_failed" if own_configuration_wrong(operator) else "wrong"
     if trials == []:
         return "no_trial"
     tried = distinct_configurations(trials) if trials is not None else (kforge.trials or 0)
