@@ -585,6 +585,15 @@ def test_kforge_against_random_side_by_side(campaign):
     # op_win: kforge 2.0x, random 1.25x (both successes); op_wrong: kforge incorrect, so not side by side
     assert ("both arms correct and timed on every size on 1 operators: kforge more than 2% faster on 1 (op_win (1.60x)), random on 0, "
             "within 2% on 0. A success for one arm only: kforge 0, random 0.") in lines[4]
+    # Split by the space's size: op_win's 40 configurations, op_wrong's 5,000; the others' unknown.
+    for o in searched:
+        o.space_size = {"op_win": 40, "op_wrong": 5000}.get(o.op)
+    assert report.by_space_lines(searched)[0] == (
+        "By the size of the operator's space (configurations; where a search measures most of a small space, "
+        "the strategy cannot matter): <= 125: 1 searched, both correct on 1 (kforge ahead on 1, random on 0), "
+        "successes kforge 1, random 1; 126-1,000: 0 searched, both correct on 0 (kforge ahead on 0, random on "
+        "0), successes kforge 0, random 0; > 1,000: 1 searched, both correct on 0 (kforge ahead on 0, random "
+        "on 0), successes kforge 0, random 0.")
     from kforge.tritonbench_g import anytime
     # op_win's first two trials: kforge's best 0.5 ms, random's 0.6 ms; the others have no random trials
     by_count = anytime.ratios_of(((o.trials.get("kforge"), o.trials.get("random")) for o in searched), (2, 3, 4))
