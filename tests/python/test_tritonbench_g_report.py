@@ -711,11 +711,11 @@ def test_the_space_size_is_the_product_of_the_importers_knob_values(tmp_path):
         "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, BLOCK: tl.constexpr):\n    pass\n\n\n"
         "def op(x):\n    k[(1,)](x, BLOCK=256, num_warps=4)\n")
     # BLOCK 64..1024 (a quarter of 256 up to 1024), num_warps 1..16, num_stages 1..5: 5 x 5 x 5
-    assert report.space_size(report.kernel_text(tmp_path, "op")) == 125
-    assert report.space_size(report.kernel_text(tmp_path, "missing")) is None
-    assert report.space_size(report.kernel_text(None, "op")) is None
+    assert report.space_size(report.importer_knobs(report.kernel_text(tmp_path, "op"))) == 125
+    assert report.space_size(report.importer_knobs(report.kernel_text(tmp_path, "missing"))) is None
+    assert report.space_size(report.importer_knobs(report.kernel_text(None, "op"))) is None
     (tmp_path / "bad.py").write_text("def op(:\n")
-    assert report.space_size(report.kernel_text(tmp_path, "bad")) is None
+    assert report.space_size(report.importer_knobs(report.kernel_text(tmp_path, "bad"))) is None
     assert report.space_classes([1, 25, 26, 125, 126, 1000, 1001, 100000, 100001, None]) == \
         "<= 25: 2, 26-125: 2, 126-1,000: 2, 1,001-100,000: 2, > 100,000: 1"
 
@@ -755,7 +755,8 @@ def test_the_starts_are_the_originals_own_only_without_autotune_extras_or_comput
     plain = ("import triton\n@triton.autotune(configs=[triton.Config({'B': 32}, num_warps=4), "
              "triton.Config({'B': 64}, num_warps=8)], key=['n'])\n@triton.jit\ndef k(x, n, B: tl.constexpr):\n"
              "    pass\ndef f(x):\n    k[(1,)](x, 4)\n")
-    assert report.starts_are_own(plain)
+    assert report.starts_are_own(report.importer_knobs(plain))
     hooked = plain.replace("key=['n'])", "key=['n'], reset_to_zero=['x'])")
-    assert not report.starts_are_own(hooked)
-    assert not report.starts_are_own(None) and not report.starts_are_own("def broken(:\n")
+    assert not report.starts_are_own(report.importer_knobs(hooked))
+    assert not report.starts_are_own(report.importer_knobs(None))
+    assert not report.starts_are_own(report.importer_knobs("def broken(:\n"))

@@ -317,7 +317,7 @@ def harness_with_host_sweep(make: Callable[[], object], forget: Callable[[], Non
     if harness is not None and host_sweep_goes_to_gpu(harness, device):
         device.release_cached_memory()  # the GPU's copies of the sweep
         return harness
-    harness = None
+    harness = None  # its GPU tensors go with it, before the allocator's cache is handed back
     forget()
     device.release_cached_memory()
     device.seed(seed)

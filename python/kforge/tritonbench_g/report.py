@@ -434,35 +434,40 @@ def kernel_text(kernels: Path | None, op: str) -> str | None:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
-def space_size(text: str | None) -> int | None:
-    """How many configurations the importer's space of an operator's source (``kernel_text``) holds: the
-    product of its knobs' value counts (the spaces have no constraints; 1 without a knob). As the
-    importer makes it now: the searches of early operators may have had another (docs/tritonbench-g.md's
-    dated sections). None without the source or where it does not parse."""
-    from kforge.triton.program_worker import knobs_as_parameters
-    if text is None:
-        return None
-    try:
-        parameters = knobs_as_parameters(cut_source(text))
-    except (source_ops.SourceOpError, SyntaxError, ValueError):
-        return None
-    return math.prod(len(p["values"]) for p in parameters)
-
-
-def starts_are_own(text: str | None) -> bool:
-    """Whether the searches' start configurations of an operator's source (``kernel_text``) are ones its
-    original itself runs: every knob has the original's value as its default (a launch option the source
-    computes has none, and a start sets it to its first value), and no ``@triton.autotune`` has arguments
-    beside its list and key (``prune_configs_by``, ``reset_to_zero``, ``restore_value``, hooks: a list
-    entry pinned by source_ops.apply_config, which removes the decorator, runs without them). False
+def importer_knobs(text: str | None) -> tuple[str, list[dict]] | None:
+    """An operator's source (``kernel_text``) cut at its test block, and the parameters the importer makes
+    of it now (program_worker.knobs_as_parameters): parsed once for space_size and starts_are_own. None
     without the source or where it does not parse."""
     from kforge.triton.program_worker import knobs_as_parameters
     if text is None:
-        return False
+        return None
     try:
         source = cut_source(text)
-        parameters = knobs_as_parameters(source)
-        kernels = {p["knob"]["autotune"] for p in parameters if "autotune" in p["knob"]}
+        return source, knobs_as_parameters(source)
+    except (source_ops.SourceOpError, SyntaxError, ValueError):
+        return None
+
+
+def space_size(knobs: tuple[str, list[dict]] | None) -> int | None:
+    """How many configurations the importer's space of an operator (``importer_knobs``) holds: the product
+    of its knobs' value counts (the spaces have no constraints; 1 without a knob). As the importer makes it
+    now: the searches of early operators may have had another (docs/tritonbench-g.md's dated sections).
+    None without the source or where it does not parse."""
+    return None if knobs is None else math.prod(len(p["values"]) for p in knobs[1])
+
+
+def starts_are_own(knobs: tuple[str, list[dict]] | None) -> bool:
+    """Whether the searches' start configurations of an operator (``importer_knobs``) are ones its original
+    itself runs: every knob has the original's value as its default (a launch option the source computes
+    has none, and a start sets it to its first value), and no ``@triton.autotune`` has arguments beside
+    its list and key (``prune_configs_by``, ``reset_to_zero``, ``restore_value``, hooks: a list entry
+    pinned by source_ops.apply_config, which removes the decorator, runs without them). False without the
+    source or where it does not parse."""
+    if knobs is None:
+        return False
+    source, parameters = knobs
+    kernels = {p["knob"]["autotune"] for p in parameters if "autotune" in p["knob"]}
+    try:
         return all("default" in p for p in parameters) and \
             not any(source_ops.autotune_to_space(source, k)["extras"] for k in kernels)
     except (source_ops.SourceOpError, SyntaxError, ValueError):
@@ -473,15 +478,23 @@ def starts_are_own(text: str | None) -> bool:
 SPACE_EDGES = (25, 125, 1000, 100_000)
 
 
+def space_band(n: int, edges: tuple[int, ...]) -> int:
+    """The index of the class of `edges` (upper edges, ascending; the last class is above) that holds n."""
+    return next((i for i, edge in enumerate(edges) if n <= edge), len(edges))
+
+
+def band_names(edges: tuple[int, ...]) -> list[str]:
+    """'<= a', 'a+1-b', ..., '> z': the names of the classes of `edges`."""
+    return [f"<= {edges[0]:,}"] + [f"{lo + 1:,}-{hi:,}" for lo, hi in zip(edges, edges[1:])] + [f"> {edges[-1]:,}"]
+
+
 def space_classes(sizes: list[int | None]) -> str:
     """'<= 25: a, 26-125: b, ...' over the sizes known."""
     counts = [0] * (len(SPACE_EDGES) + 1)
     for n in sizes:
         if n is not None:
-            counts[next((i for i, edge in enumerate(SPACE_EDGES) if n <= edge), len(SPACE_EDGES))] += 1
-    names = [f"<= {SPACE_EDGES[0]:,}"] + [f"{lo + 1:,}-{hi:,}" for lo, hi in zip(SPACE_EDGES, SPACE_EDGES[1:])] + \
-        [f"> {SPACE_EDGES[-1]:,}"]
-    return ", ".join(f"{name}: {c}" for name, c in zip(names, counts))
+            counts[space_band(n, SPACE_EDGES)] += 1
+    return ", ".join(f"{name}: {c}" for name, c in zip(band_names(SPACE_EDGES), counts))
 
 
 def has_autotune(text: str | None) -> bool:
@@ -520,6 +533,7 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
         run_dir = runs / op
         final_path = run_dir / "final.json"
         text = kernel_text(kernels, op)
+        knobs = importer_knobs(text)
         operators.append(Operator(
             op=op, source_len=source_len, bucket=bucket_of(source_len),
             tried=record is not None,
@@ -530,8 +544,8 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             trials={m: read_trials(run_dir, m) for m in METHODS},
             final=parse_final(read_json(final_path), final_path) if final_path.exists() else None,
             autotuned=has_autotune(text),
-            set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(text),
-            starts_are_own=starts_are_own(text)))
+            set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(knobs),
+            starts_are_own=starts_are_own(knobs)))
     unknown = sorted((set(runnable) | run_names) - set(lengths))
     return operators, unknown
 
@@ -1139,10 +1153,10 @@ def head_to_head_lines(searched: list[Operator]) -> list[str]:
                                                    for o in searched))
 
 
-# The space sizes the head-to-head is split by: (upper edge or None, label). Below the first edge a 30 s
-# search often measures the whole space (a median of 25 configurations tried): there the strategy
-# cannot matter, above the last it can.
-HEAD_TO_HEAD_SPACES = ((125, "<= 125"), (1000, "126-1,000"), (None, "> 1,000"))
+# The upper edges of the space sizes the head-to-head is split by (the last class is above). Below the
+# first a 30 s search often measures the whole space (a median of 25 configurations tried): there the
+# strategy cannot matter, above the last it can.
+HEAD_TO_HEAD_EDGES = (125, 1000)
 
 
 def by_space_lines(searched: list[Operator]) -> list[str]:
@@ -1151,11 +1165,8 @@ def by_space_lines(searched: list[Operator]) -> list[str]:
     than 2% there, and each arm's successes."""
     from kforge.tritonbench_g import anytime
     parts = []
-    low = 0
-    for edge, label in HEAD_TO_HEAD_SPACES:
-        ops = [o for o in searched if o.space_size is not None and low < o.space_size and
-               (edge is None or o.space_size <= edge)]
-        low = edge or low
+    for band, label in enumerate(band_names(HEAD_TO_HEAD_EDGES)):
+        ops = [o for o in searched if o.space_size is not None and space_band(o.space_size, HEAD_TO_HEAD_EDGES) == band]
         k = [outcome(o, "kforge") for o in ops]
         r = [outcome(o, "random") for o in ops]
         both = [(a.speedup, b.speedup) for a, b in zip(k, r) if a.speedup is not None and b.speedup is not None]
