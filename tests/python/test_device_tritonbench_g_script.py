@@ -47,21 +47,26 @@ elif argv[:2] == ["-m", "kforge.tritonbench_g.measure"]:
     if config["op"] in os.environ.get("FAKE_SLOW", "").split():
         import time
         time.sleep(30)
-    json.dump({{"op": config["op"], "workers": config["workers"]}}, open(os.path.join(runs, "final.json"), "w"))
-    record("measure", config["op"], config["workers"])
+    gpus = int(argv[argv.index("--gpus-at-once") + 1])
+    json.dump({{"op": config["op"], "workers": config["workers"], "gpus_at_once": gpus}},
+              open(os.path.join(runs, "final.json"), "w"))
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
+    record("measure", config["op"], config["workers"], *([f"gpu={{gpu}}"] if gpu else []))
     print(f"{{config['op']}}: 3 sizes measured in 0.1 s; correct {{{{'kforge': True}}}}")
 else:
     os.execv(sys.executable, [sys.executable] + argv)
 '''
 
-# kforge: `run --quiet CONFIG` runs out of GPU memory in the setup where $FAKE_OOM lists "op:workers".
+# kforge: `run --quiet CONFIG` runs out of GPU memory in the setup where $FAKE_OOM lists "op:workers"; it
+# takes $FAKE_SEARCH_S seconds and records the GPU it was given (CUDA_VISIBLE_DEVICES) where one was.
 FAKE_KFORGE = r'''#!/usr/bin/env bash
 case $1 in
 run)
   config=$3
   read -r op workers < <({python} -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["op"], c["workers"])' "$config")
   arm=$(basename "$config" .json)
-  echo "run $op $arm $workers" >> "$FAKE_LOG"
+  echo "run $op $arm $workers${{CUDA_VISIBLE_DEVICES:+ gpu=$CUDA_VISIBLE_DEVICES}}" >> "$FAKE_LOG"
+  sleep "${{FAKE_SEARCH_S:-0}}"
   if [[ " $FAKE_OOM " == *" $op:$workers "* ]]; then
     echo "kforge: the original program cannot serve as the reference, so no variant can be checked:"
     echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB."
@@ -71,6 +76,17 @@ run)
   ;;
 export) ;;
 esac
+'''
+
+
+# nvidia-smi: `-L` lists $FAKE_GPUS (1) GPUs; a query answers one card.
+FAKE_NVIDIA_SMI = r'''#!/bin/sh
+if [ "$1" = -L ]; then
+  i=0
+  while [ "$i" -lt "${FAKE_GPUS:-1}" ]; do echo "GPU $i: Fake GPU (UUID: GPU-fake-$i)"; i=$((i + 1)); done
+else
+  echo 'Fake GPU, 81559'
+fi
 '''
 
 
@@ -84,14 +100,14 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def _search(tmp_path: Path, ops: str, oom: str, set_aside: tuple = (), **env_extra) -> dict:
+def _search(tmp_path: Path, ops: str, oom: str, set_aside: tuple = (), expect_rc: int = 0, **env_extra) -> dict:
     """``scripts/device-tritonbench-g search`` over the runnable operators ``ops`` (KF_OPS unless a test
     passes KF_OPS=""), a campaign of the test's own with ``set_aside`` in its set-aside.jsonl."""
     fake = tmp_path / "fake"
     (fake / "bin").mkdir(parents=True)
     _executable(fake / "python", FAKE_PYTHON.format(python=sys.executable))
     _executable(fake / "bin" / "kforge", FAKE_KFORGE.format(python=sys.executable))
-    _executable(fake / "bin" / "nvidia-smi", "#!/bin/sh\necho 'Fake GPU, 81559'\n")
+    _executable(fake / "bin" / "nvidia-smi", FAKE_NVIDIA_SMI)
     (tmp_path / "data" / "perf").mkdir(parents=True)
     runnable = tmp_path / "runnable.jsonl"
     runnable.write_text("".join(json.dumps({"op": op, "runnable": True}) + "\n" for op in ops.split()))
@@ -99,7 +115,8 @@ def _search(tmp_path: Path, ops: str, oom: str, set_aside: tuple = (), **env_ext
     results = tmp_path / "results"
     results.mkdir()
     (results / "set-aside.jsonl").write_text("".join(json.dumps({"op": op}) + "\n" for op in set_aside))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KF_", "KFORGE_"))}  # the caller's settings
+    env = {k: v for k, v in os.environ.items()  # not the caller's settings
+           if not k.startswith(("KF_", "KFORGE_")) and k != "CUDA_VISIBLE_DEVICES"}
     env.update(OUT=str(out), KF_WORK=str(tmp_path / "work"), KF_TBG_DATA=str(tmp_path / "data"),
                KFORGE_PYTHON=str(fake / "python"), KF_BIN=str(fake / "bin"), KF_RUNNABLE=str(runnable),
                KF_RESULTS=str(results), KF_OPS=ops, FAKE_OPS=ops, FAKE_OOM=oom, FAKE_LOG=str(log),
@@ -107,13 +124,15 @@ def _search(tmp_path: Path, ops: str, oom: str, set_aside: tuple = (), **env_ext
     env.update(env_extra)
     env = {k: v for k, v in env.items() if v != ""}
     done = subprocess.run([str(SCRIPT), "search"], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == expect_rc, done.stdout + done.stderr
+    if expect_rc:
+        return {"summary": (out / "summary.txt").read_text()}
     archived = set()
     if (out / "runs.tgz").exists():
         with tarfile.open(out / "runs.tgz") as tar:
             archived = {Path(n).parts[1] for n in tar.getnames() if n.endswith("final.json")}
     return {"calls": log.read_text().splitlines(), "summary": (out / "summary.txt").read_text(),
-            "progress": (out / "progress.log").read_text(), "archived": archived, "out": out}
+            "progress": (out / "progress.log").read_text() if (out / "progress.log").exists() else "", "archived": archived, "out": out}
 
 
 @NEEDS_TOOLS
@@ -199,3 +218,62 @@ def test_without_kf_ops_the_operators_set_aside_come_last(tmp_path):
     r = _search(tmp_path, "fake_a fake_b fake_c", oom="", set_aside=("fake_a",), KF_OPS="")
     assert [c.split()[1] for c in r["calls"] if c.startswith("run") and " kforge " in c] == \
         ["fake_b", "fake_c", "fake_a"]
+
+
+def _runs_by_operator(calls: list[str]) -> dict:
+    """{op: [(arm, workers, gpu), ...]} of the stand-in kforge's runs, in order."""
+    runs: dict = {}
+    for words in (c.split() for c in calls if c.startswith("run ")):
+        runs.setdefault(words[1], []).append((words[2], int(words[3]), words[4] if len(words) > 4 else None))
+    return runs
+
+
+@NEEDS_TOOLS
+def test_each_gpu_is_a_lane_that_takes_the_next_operator(tmp_path):
+    ops = "fake_a fake_b fake_c fake_d fake_e"
+    r = _search(tmp_path, ops, oom="", FAKE_GPUS="2", FAKE_SEARCH_S="0.3")
+    runs = _runs_by_operator(r["calls"])
+    assert sorted(runs) == sorted(ops.split())
+    # An operator's two searches and its final measurement run on one GPU; both GPUs work.
+    gpu_of = {}
+    for op, arms in runs.items():
+        assert [a for a, _, _ in arms] == ["kforge", "random"] and len({g for _, _, g in arms}) == 1
+        gpu_of[op] = arms[0][2]
+    assert set(gpu_of.values()) == {"gpu=0", "gpu=1"}
+    measures = [c.split() for c in r["calls"] if c.startswith("measure")]
+    assert sorted(m[1] for m in measures) == sorted(ops.split())
+    assert all(m[3] == gpu_of[m[1]] for m in measures)
+    # The operators are taken in order: the first two start at once, one on each GPU.
+    firsts = [c.split()[1] for c in r["calls"] if c.startswith("run") and " kforge " in c]
+    assert set(firsts[:2]) == {"fake_a", "fake_b"}
+    assert "lanes: 2, one per GPU (0 1)" in r["summary"]
+    assert "[gpu 0] " in r["progress"] and "[gpu 1] " in r["progress"]
+    assert r["archived"] == set(ops.split())
+    with tarfile.open(r["out"] / "runs.tgz") as tar:
+        finals = [json.load(tar.extractfile(m)) for m in tar.getmembers() if m.name.endswith("final.json")]
+        folders = {Path(n).parts[1] for n in tar.getnames() if len(Path(n).parts) > 1}
+    assert {f["gpus_at_once"] for f in finals} == {2}
+    assert folders == set(ops.split())  # finished operators only, each with its final.json
+
+
+@NEEDS_TOOLS
+def test_lanes_follow_cuda_visible_devices_and_kf_gpus(tmp_path):
+    r = _search(tmp_path, "fake_a fake_b fake_c", oom="", FAKE_GPUS="8", CUDA_VISIBLE_DEVICES="3,5",
+                FAKE_SEARCH_S="0.3")
+    assert {g for arms in _runs_by_operator(r["calls"]).values() for _, _, g in arms} == {"gpu=3", "gpu=5"}
+    one = _search(tmp_path / "one", "fake_a fake_b", oom="", FAKE_GPUS="8", KF_GPUS="1")
+    # One lane leaves CUDA_VISIBLE_DEVICES alone and says nothing of lanes.
+    assert {g for arms in _runs_by_operator(one["calls"]).values() for _, _, g in arms} == {None}
+    assert "lanes" not in one["summary"]
+    too_many = _search(tmp_path / "many", "fake_a", oom="", FAKE_GPUS="2", KF_GPUS="3", expect_rc=2)
+    assert "KF_GPUS=3: this machine has 2 GPU(s) (0 1)" in too_many["summary"]
+
+
+@NEEDS_TOOLS
+def test_lanes_retry_out_of_memory_and_stop_at_the_deadline(tmp_path):
+    r = _search(tmp_path, "fake_ok fake_big fake_c", oom="fake_big:4", FAKE_GPUS="2", FAKE_SEARCH_S="0.2")
+    assert [w for a, w, _ in _runs_by_operator(r["calls"])["fake_big"] if a == "kforge"] == [4, 2]
+    assert r["archived"] == {"fake_ok", "fake_big", "fake_c"}
+    late = _search(tmp_path / "late", "fake_a fake_b", oom="", FAKE_GPUS="2", KF_DEADLINE_S="-1")
+    assert not [c for c in late["calls"] if c.startswith("run")]
+    assert "deadline: 2 operator(s) left for a later call: fake_a fake_b" in late["summary"]

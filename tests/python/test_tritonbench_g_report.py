@@ -408,6 +408,10 @@ CAMPAIGN_FIELDS = [
     ("arms_together", True, 1, "Arms at once",
      ["Arms at once: 1 operator had the kforge and the random search run at the same time", "5 one after the other."],
      ["GPU sharing"]),
+    # several GPUs: no final.json says gpus_at_once, so each ran on a machine's one GPU at work
+    ("gpus_at_once", 8, 0, "Several GPUs",
+     ["Several GPUs: 1 operator on a machine with 8 GPUs at work (one operator per GPU"],
+     ["GPU sharing", "Searches sharing the GPU"]),
     # workers: no final.json names them, so all ran 2
     ("workers_per_device", 6, True, "Workers per search",
      ["Workers per search: 5 operators with 2, 1 operator with 6"], []),
@@ -552,6 +556,7 @@ def test_cupti_throughput_marks_the_original_at_bound_and_goes_to_the_csv(campai
 
 @pytest.mark.parametrize("key, bad, words", [
     ("ops_at_once", 0, "'ops_at_once' must be a positive integer"),
+    ("gpus_at_once", 1.5, "'gpus_at_once' must be a positive integer"),
     ("workers_per_device", True, "'workers_per_device' must be a positive integer"),
     ("start_configurations", -1, "'start_configurations' must be a non-negative integer"),
     ("arms_together", 1, "'arms_together' must be true or false"),
@@ -559,7 +564,7 @@ def test_cupti_throughput_marks_the_original_at_bound_and_goes_to_the_csv(campai
 def test_final_json_fields_of_the_campaigns_settings_are_checked(key, bad, words):
     good = report.parse_final(final("op", [1.0], {}), Path("final.json"))
     assert (good.ops_at_once, good.workers_per_device, good.start_configurations, good.arms_together,
-            good.start_is_original) == (1, 2, 0, False, False)  # the defaults of files that lack them
+            good.start_is_original, good.gpus_at_once) == (1, 2, 0, False, False, 1)  # the defaults of files that lack them
     with pytest.raises(report.ReportError, match=words):
         report.parse_final({**final("op", [1.0], {}), key: bad}, Path("final.json"))
 

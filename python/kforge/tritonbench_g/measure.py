@@ -368,7 +368,7 @@ class PhaseClock:
 
 def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_ms: float,
             peak_gbps: float | None, peak_tflops: float | None, device: str = "torch",
-            ops_at_once: int = 1, arms_together: bool = False) -> dict:
+            ops_at_once: int = 1, arms_together: bool = False, gpus_at_once: int = 1) -> dict:
     """final.json's record of one operator (module docstring). A peak given as None is the card's (PEAKS);
     a card PEAKS does not know needs both given."""
     phases = PhaseClock()
@@ -448,7 +448,7 @@ def measure(campaign_op: str, runs_op: str, rounds: int, warmup_ms: float, rep_m
     original = times["original"]
     workers = experiment.get("evaluator", {}).get("params", {}).get("workers_per_device", 1)
     return {"op": h.op, "gpu": gpu, "sizes": [str(i) for i in range(len(inputs))], "ops_at_once": ops_at_once,
-            "arms_together": arms_together, "workers_per_device": workers,
+            "arms_together": arms_together, "gpus_at_once": gpus_at_once, "workers_per_device": workers,
             "start_configurations": start_count(experiment),
             "start_is_original": program_worker.start_is_original(params),
             "protocol": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True, "rounds": rounds,
@@ -477,9 +477,12 @@ def main(argv=None) -> int:
                     help="how many operators' searches shared the GPU (recorded in final.json)")
     ap.add_argument("--arms-together", action="store_true",
                     help="the kforge and random searches ran at the same time (recorded in final.json)")
+    ap.add_argument("--gpus-at-once", type=int, default=1,
+                    help="how many GPUs of the machine searched and measured operators at the same time, one "
+                         "operator each, sharing its cores and host memory (recorded in final.json)")
     a = ap.parse_args(argv)
     result = measure(a.campaign_op, a.runs, a.rounds, a.warmup_ms, a.rep_ms, a.peak_gbps, a.peak_tflops,
-                     ops_at_once=a.ops_at_once, arms_together=a.arms_together)
+                     ops_at_once=a.ops_at_once, arms_together=a.arms_together, gpus_at_once=a.gpus_at_once)
     os.makedirs(a.runs, exist_ok=True)
     with open(os.path.join(a.runs, "final.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1, default=lambda v: None)

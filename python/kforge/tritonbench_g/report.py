@@ -195,6 +195,9 @@ class Final:
     # whether the operator's kforge and random searches ran at the same time (final.json's
     # ``arms_together``, since 2026-12-07; before, one after the other)
     arms_together: bool = False
+    # how many GPUs of one machine searched and measured operators at the same time, one operator each,
+    # sharing the machine's cores and host memory (final.json's ``gpus_at_once``, since 2026-12-07; before, 1)
+    gpus_at_once: int = 1
     # worker processes of each search on the GPU (final.json's ``workers_per_device``; the campaign's
     # first chunks, whose final.json lacks it, ran 2)
     workers_per_device: int = 2
@@ -313,6 +316,7 @@ def parse_final(data: Any, path: Path) -> Final:
     late = first_calls is not None and not _flag(autotune, "first_calls_before_checks", path) and \
         any(c.configuration is not None for c in candidates.values())
     return Final(ops_at_once=_whole(data, "ops_at_once", 1, 1, path), arms_together=_flag(data, "arms_together", path),
+                 gpus_at_once=_whole(data, "gpus_at_once", 1, 1, path),
                  workers_per_device=_whole(data, "workers_per_device", 2, 1, path), gpu=gpu,
                  gpu_fault_by=fault["program"] if fault else None,
                  start_configurations=_whole(data, "start_configurations", 0, 0, path),
@@ -1028,7 +1032,13 @@ def sharing_lines(searched: list[Operator]) -> list[str]:
     timing held the GPU alone)."""
     counts = collections.Counter(o.final.ops_at_once for o in searched if o.final)
     together = sum(1 for o in searched if o.final and o.final.arms_together)
+    lanes = collections.Counter(o.final.gpus_at_once for o in searched if o.final and o.final.gpus_at_once > 1)
     lines = []
+    if lanes:
+        parts = ", ".join(f"{n} operator{'s' if n != 1 else ''} on a machine with {k} GPUs at work"
+                          for k, n in sorted(lanes.items()))
+        lines.append(f"Several GPUs: {parts} (one operator per GPU, its searches and final measurement on "
+                     "that GPU alone; the GPUs' operators shared the machine's cores and host memory).")
     if any(k > 1 for k in counts):
         parts = ", ".join(f"{n} operator{'s' if n != 1 else ''} {k} at a time" for k, n in sorted(counts.items()))
         lines.append(f"GPU sharing: {parts}.")
@@ -1038,9 +1048,11 @@ def sharing_lines(searched: list[Operator]) -> list[str]:
                      f"{sum(counts.values()) - together} one after the other.")
     if not lines:
         return []
-    return [" ".join(lines) + " Searches sharing the GPU compiled in parallel and took its lock to "
-            "check and, alone, to time; their GPU s is the wall time of each search (the budget), part "
-            "of it spent waiting for the lock.", ""]
+    if any(k > 1 for k in counts) or together:
+        lines.append("Searches sharing the GPU compiled in parallel and took its lock to check and, alone, to "
+                     "time; their GPU s is the wall time of each search (the budget), part of it spent waiting "
+                     "for the lock.")
+    return [" ".join(lines), ""]
 
 
 def worker_lines(searched: list[Operator]) -> list[str]:
