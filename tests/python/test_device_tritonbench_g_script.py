@@ -47,8 +47,8 @@ elif argv[:2] == ["-m", "kforge.tritonbench_g.measure"]:
     if config["op"] in os.environ.get("FAKE_SLOW", "").split():
         import time
         time.sleep(30)
-    gpus = int(argv[argv.index("--gpus-at-once") + 1])
-    json.dump({{"op": config["op"], "workers": config["workers"], "gpus_at_once": gpus}},
+    lanes = {{"gpus_at_once": int(argv[argv.index("--gpus-at-once") + 1])}} if "--gpus-at-once" in argv else {{}}
+    json.dump({{"op": config["op"], "workers": config["workers"], **lanes}},
               open(os.path.join(runs, "final.json"), "w"))
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
     record("measure", config["op"], config["workers"], *([f"gpu={{gpu}}"] if gpu else []))
@@ -58,14 +58,15 @@ else:
 '''
 
 # kforge: `run --quiet CONFIG` runs out of GPU memory in the setup where $FAKE_OOM lists "op:workers"; it
-# takes $FAKE_SEARCH_S seconds and records the GPU it was given (CUDA_VISIBLE_DEVICES) where one was.
+# takes $FAKE_SEARCH_S seconds and records the GPU it was given (CUDA_VISIBLE_DEVICES) where one was, and
+# the lock its workers make a harness's sweep under.
 FAKE_KFORGE = r'''#!/usr/bin/env bash
 case $1 in
 run)
   config=$3
   read -r op workers < <({python} -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["op"], c["workers"])' "$config")
   arm=$(basename "$config" .json)
-  echo "run $op $arm $workers${{CUDA_VISIBLE_DEVICES:+ gpu=$CUDA_VISIBLE_DEVICES}}" >> "$FAKE_LOG"
+  echo "run $op $arm $workers${{CUDA_VISIBLE_DEVICES:+ gpu=$CUDA_VISIBLE_DEVICES lock=${{KFORGE_INPUTS_LOCK##*/}}}}" >> "$FAKE_LOG"
   sleep "${{FAKE_SEARCH_S:-0}}"
   if [[ " $FAKE_OOM " == *" $op:$workers "* ]]; then
     echo "kforge: the original program cannot serve as the reference, so no variant can be checked:"
@@ -221,10 +222,14 @@ def test_without_kf_ops_the_operators_set_aside_come_last(tmp_path):
 
 
 def _runs_by_operator(calls: list[str]) -> dict:
-    """{op: [(arm, workers, gpu), ...]} of the stand-in kforge's runs, in order."""
+    """{op: [(arm, workers, gpu), ...]} of the stand-in kforge's runs, in order; each pinned run's inputs
+    lock is checked to be its GPU's own."""
     runs: dict = {}
     for words in (c.split() for c in calls if c.startswith("run ")):
-        runs.setdefault(words[1], []).append((words[2], int(words[3]), words[4] if len(words) > 4 else None))
+        gpu = words[4] if len(words) > 4 else None
+        if gpu:
+            assert words[5] == f"lock=inputs-gpu-{gpu[4:]}.lock", words
+        runs.setdefault(words[1], []).append((words[2], int(words[3]), gpu))
     return runs
 
 
@@ -261,12 +266,28 @@ def test_lanes_follow_cuda_visible_devices_and_kf_gpus(tmp_path):
     r = _search(tmp_path, "fake_a fake_b fake_c", oom="", FAKE_GPUS="8", CUDA_VISIBLE_DEVICES="3,5",
                 FAKE_SEARCH_S="0.3")
     assert {g for arms in _runs_by_operator(r["calls"]).values() for _, _, g in arms} == {"gpu=3", "gpu=5"}
+    # One lane on a machine with several GPUs is pinned to the first (the evaluator would spread a
+    # search's workers over all of them); one GPU alone is left as it is. Neither says lanes.
     one = _search(tmp_path / "one", "fake_a fake_b", oom="", FAKE_GPUS="8", KF_GPUS="1")
-    # One lane leaves CUDA_VISIBLE_DEVICES alone and says nothing of lanes.
-    assert {g for arms in _runs_by_operator(one["calls"]).values() for _, _, g in arms} == {None}
-    assert "lanes" not in one["summary"]
+    assert {g for arms in _runs_by_operator(one["calls"]).values() for _, _, g in arms} == {"gpu=0"}
+    alone = _search(tmp_path / "alone", "fake_a", oom="", FAKE_GPUS="1")
+    assert {g for arms in _runs_by_operator(alone["calls"]).values() for _, _, g in arms} == {None}
+    assert "lanes" not in one["summary"] + alone["summary"]
+    finals = list((tmp_path / "one").rglob("final.json")) + list((tmp_path / "alone").rglob("final.json"))
+    assert len(finals) == 3 and not any("gpus_at_once" in p.read_text() for p in finals)
     too_many = _search(tmp_path / "many", "fake_a", oom="", FAKE_GPUS="2", KF_GPUS="3", expect_rc=2)
     assert "KF_GPUS=3: this machine has 2 GPU(s) (0 1)" in too_many["summary"]
+    words = _search(tmp_path / "words", "fake_a", oom="", FAKE_GPUS="2", KF_GPUS="all", expect_rc=2)
+    assert "KF_GPUS=all: not a positive whole number" in words["summary"]
+
+
+@NEEDS_TOOLS
+def test_an_operator_named_twice_runs_once(tmp_path):
+    r = _search(tmp_path, "fake_a fake_a fake_b", oom="", FAKE_GPUS="2", FAKE_SEARCH_S="0.3")
+    assert [a for a, _, _ in _runs_by_operator(r["calls"])["fake_a"]] == ["kforge", "random"]
+    with tarfile.open(r["out"] / "runs.tgz") as tar:
+        assert sorted(n for n in tar.getnames() if n.endswith("final.json")) == [
+            "runs/fake_a/final.json", "runs/fake_b/final.json"]
 
 
 @NEEDS_TOOLS

@@ -410,7 +410,7 @@ CAMPAIGN_FIELDS = [
      ["GPU sharing"]),
     # several GPUs: no final.json says gpus_at_once, so each ran on a machine's one GPU at work
     ("gpus_at_once", 8, 0, "Several GPUs",
-     ["Several GPUs: 1 operator on a machine with 8 GPUs at work (one operator per GPU"],
+     ["Several GPUs: 1 operator in a call with 8 lanes (a lane per GPU of the machine"],
      ["GPU sharing", "Searches sharing the GPU"]),
     # workers: no final.json names them, so all ran 2
     ("workers_per_device", 6, True, "Workers per search",

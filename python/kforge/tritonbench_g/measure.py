@@ -478,8 +478,8 @@ def main(argv=None) -> int:
     ap.add_argument("--arms-together", action="store_true",
                     help="the kforge and random searches ran at the same time (recorded in final.json)")
     ap.add_argument("--gpus-at-once", type=int, default=1,
-                    help="how many GPUs of the machine searched and measured operators at the same time, one "
-                         "operator each, sharing its cores and host memory (recorded in final.json)")
+                    help="the lanes of the call: GPUs of the machine each searching and measuring one operator "
+                         "at a time, sharing its cores and host memory (recorded in final.json)")
     a = ap.parse_args(argv)
     result = measure(a.campaign_op, a.runs, a.rounds, a.warmup_ms, a.rep_ms, a.peak_gbps, a.peak_tflops,
                      ops_at_once=a.ops_at_once, arms_together=a.arms_together, gpus_at_once=a.gpus_at_once)

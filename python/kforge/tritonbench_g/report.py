@@ -195,8 +195,9 @@ class Final:
     # whether the operator's kforge and random searches ran at the same time (final.json's
     # ``arms_together``, since 2026-12-07; before, one after the other)
     arms_together: bool = False
-    # how many GPUs of one machine searched and measured operators at the same time, one operator each,
-    # sharing the machine's cores and host memory (final.json's ``gpus_at_once``, since 2026-12-07; before, 1)
+    # the lanes of the call that searched and measured the operator: one per GPU of the machine, each taking
+    # one operator at a time, sharing the machine's cores and host memory (final.json's ``gpus_at_once``,
+    # written since 2026-12-07 where there were several; absent: 1)
     gpus_at_once: int = 1
     # worker processes of each search on the GPU (final.json's ``workers_per_device``; the campaign's
     # first chunks, whose final.json lacks it, ran 2)
@@ -1035,10 +1036,11 @@ def sharing_lines(searched: list[Operator]) -> list[str]:
     lanes = collections.Counter(o.final.gpus_at_once for o in searched if o.final and o.final.gpus_at_once > 1)
     lines = []
     if lanes:
-        parts = ", ".join(f"{n} operator{'s' if n != 1 else ''} on a machine with {k} GPUs at work"
+        parts = ", ".join(f"{n} operator{'s' if n != 1 else ''} in a call with {k} lanes"
                           for k, n in sorted(lanes.items()))
-        lines.append(f"Several GPUs: {parts} (one operator per GPU, its searches and final measurement on "
-                     "that GPU alone; the GPUs' operators shared the machine's cores and host memory).")
+        lines.append(f"Several GPUs: {parts} (a lane per GPU of the machine, taking one operator at a time: "
+                     "its searches and final measurement on that GPU alone, beside the other lanes' "
+                     "operators, which shared the machine's cores and host memory).")
     if any(k > 1 for k in counts):
         parts = ", ".join(f"{n} operator{'s' if n != 1 else ''} {k} at a time" for k, n in sorted(counts.items()))
         lines.append(f"GPU sharing: {parts}.")
