@@ -52,6 +52,9 @@ elif argv[:2] == ["-m", "kforge.tritonbench_g.measure"]:
               open(os.path.join(runs, "final.json"), "w"))
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
     record("measure", config["op"], config["workers"], *([f"gpu={{gpu}}"] if gpu else []))
+    # Python's warnings name the measurement's variant module by its path on the machine
+    print(os.path.join(os.environ.get("TMPDIR", "/tmp"), "kforge-measure", "programs", "0a1b", config["op"] + ".py")
+          + ":55: UserWarning: a warning")
     print(f"{{config['op']}}: 3 sizes measured in 0.1 s; correct {{{{'kforge': True}}}}")
 else:
     os.execv(sys.executable, [sys.executable] + argv)
@@ -298,3 +301,12 @@ def test_lanes_retry_out_of_memory_and_stop_at_the_deadline(tmp_path):
     late = _search(tmp_path / "late", "fake_a fake_b", oom="", FAKE_GPUS="2", KF_DEADLINE_S="-1")
     assert not [c for c in late["calls"] if c.startswith("run")]
     assert "deadline: 2 operator(s) left for a later call: fake_a fake_b" in late["summary"]
+
+
+@NEEDS_TOOLS
+def test_archived_logs_name_no_path_of_the_machine(tmp_path):
+    r = _search(tmp_path, "fake_a", oom="", TMPDIR=str(tmp_path))
+    with tarfile.open(r["out"] / "runs.tgz") as tar:
+        log = tar.extractfile("runs/fake_a/search.log").read().decode()
+    assert "$TMPDIR/kforge-measure/programs/0a1b/fake_a.py:55: UserWarning" in log
+    assert str(tmp_path) not in log
