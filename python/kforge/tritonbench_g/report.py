@@ -1123,6 +1123,13 @@ def per_size_lines(searched: list[Operator]) -> list[str]:
             "search times the largest size); the CSV has each operator's per-size range.", ""]
 
 
+def clearly_faster(a: float, b: float) -> bool:
+    """Whether speed-up ``a`` is ahead of ``b`` by more than the noise (anytime.NOISE, 2%) that separate
+    runs of the same timing leave: the side-by-side's one rule for "ahead"."""
+    from kforge.tritonbench_g import anytime
+    return a > b * (1 + anytime.NOISE)
+
+
 def head_to_head_lines(searched: list[Operator]) -> list[str]:
     """kforge against random search on the same operators: the final measurement's speed-ups side by
     side (both correct: who is ahead by more than 2%), and the best time each had after the same number
@@ -1135,8 +1142,8 @@ def head_to_head_lines(searched: list[Operator]) -> list[str]:
     r_only = [o.op for o in searched if outcome(o, "random").success and not outcome(o, "kforge").success]
     if not both and not k_only and not r_only:
         return []
-    ahead = [f"{op} ({k / r:.2f}x)" for op, k, r in both if k > r * (1 + anytime.NOISE)]
-    behind = [f"{op} ({r / k:.2f}x)" for op, k, r in both if r > k * (1 + anytime.NOISE)]
+    ahead = [f"{op} ({k / r:.2f}x)" for op, k, r in both if clearly_faster(k, r)]
+    behind = [f"{op} ({r / k:.2f}x)" for op, k, r in both if clearly_faster(r, k)]
 
     def named(ops: list[str]) -> str:
         return f"{len(ops)}" + (f" ({', '.join(ops)})" if ops else "")
@@ -1177,15 +1184,14 @@ def by_space_lines(searched: list[Operator]) -> list[str]:
     """The side-by-side split by the size of the operator's space (space_size; operators without one
     left out): per class, the operators searched, those with both arms correct and who is ahead by more
     than 2% there, and each arm's successes."""
-    from kforge.tritonbench_g import anytime
     parts = []
     for band, label in enumerate(band_names(HEAD_TO_HEAD_EDGES)):
         ops = [o for o in searched if o.space_size is not None and space_band(o.space_size, HEAD_TO_HEAD_EDGES) == band]
         k = [outcome(o, "kforge") for o in ops]
         r = [outcome(o, "random") for o in ops]
         both = [(a.speedup, b.speedup) for a, b in zip(k, r) if a.speedup is not None and b.speedup is not None]
-        ahead = sum(a > b * (1 + anytime.NOISE) for a, b in both)
-        behind = sum(b > a * (1 + anytime.NOISE) for a, b in both)
+        ahead = sum(clearly_faster(a, b) for a, b in both)
+        behind = sum(clearly_faster(b, a) for a, b in both)
         parts.append(f"{label}: {len(ops)} searched, both correct on {len(both)} (kforge ahead on {ahead}, "
                      f"random on {behind}), successes kforge {sum(x.success for x in k)}, random "
                      f"{sum(x.success for x in r)}")
