@@ -31,6 +31,16 @@ def test_ratios_at_equal_trial_counts_and_the_table(tmp_path, capsys):
     assert "has no runs folder" in capsys.readouterr().err
 
 
+def test_the_table_counts_ahead_with_the_reports_rule():
+    """A ratio counts as faster or slower exactly where report.clearly_faster says one time beats the other
+    by more than 2%: a kforge best 1.0203x random's (ratio 0.9801) is slower, 1.0199x is not."""
+    from kforge.tritonbench_g.report import clearly_faster
+    ratios = [1.0201, 1.0199, 1 / 1.0203, 1 / 1.0199]
+    assert anytime.table({5: ratios})[2] == "| 5 | 4 | 1.000 | 1 | 1 |"
+    assert [clearly_faster(r, 1.0) for r in ratios] == [True, False, False, False]
+    assert [clearly_faster(1.0, r) for r in ratios] == [False, False, True, False]
+
+
 @pytest.mark.parametrize("text, words", [("{not json\n", "malformed JSON"), ('{"time_ms": 1}\n', "has no 'status'")])
 def test_a_bad_trial_file_is_an_error_with_its_path(tmp_path, capsys, text, words):
     write_arm(tmp_path / "runs" / "op", "random", [1.0])
