@@ -48,7 +48,9 @@ elif argv[:2] == ["-m", "kforge.tritonbench_g.measure"]:
         import time
         time.sleep(30)
     lanes = {{"gpus_at_once": int(argv[argv.index("--gpus-at-once") + 1])}} if "--gpus-at-once" in argv else {{}}
-    json.dump({{"op": config["op"], "workers": config["workers"], **lanes}},
+    # an original that crashed: its traceback names the checkout's files by their path on the machine
+    error = "File " + os.path.join(os.environ["KFORGE_SOURCE_DIR"], "python", "kforge", "measure.py")
+    json.dump({{"op": config["op"], "workers": config["workers"], "error": error, **lanes}},
               open(os.path.join(runs, "final.json"), "w"))
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
     record("measure", config["op"], config["workers"], *([f"gpu={{gpu}}"] if gpu else []))
@@ -308,5 +310,7 @@ def test_archived_logs_name_no_path_of_the_machine(tmp_path):
     r = _search(tmp_path, "fake_a", oom="", TMPDIR=str(tmp_path))
     with tarfile.open(r["out"] / "runs.tgz") as tar:
         log = tar.extractfile("runs/fake_a/search.log").read().decode()
+        final = json.load(tar.extractfile("runs/fake_a/final.json"))
     assert "$TMPDIR/kforge-measure/programs/0a1b/fake_a.py:55: UserWarning" in log
     assert str(tmp_path) not in log
+    assert final["error"] == "File <repo>/python/kforge/measure.py"  # a crash's traceback in final.json
