@@ -294,6 +294,19 @@ def test_knobs_as_parameters_default_to_the_original_launch():
     assert fake["num_warps"]["default"] == 4 and fake["num_stages"]["default"] == triton_defaults["num_stages"]
 
 
+def test_options_a_wrapper_assigns_as_literals_start_at_the_original():
+    """The wrapper's ``num_warps = 4`` passed as ``num_warps=num_warps``: the default configuration is the
+    original's launch (before 2026-12-08 a second knob for the launch keyword started at 1 warp)."""
+    src = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr):\n    pass\n\n"
+           "def run(x):\n    BT, num_warps, num_stages = 64, 4, 2\n"
+           "    k[(1,)](x, B=BT, num_warps=num_warps, num_stages=num_stages)\n")
+    params = pw.knobs_as_parameters(src)
+    assert [(p["name"], p.get("default"), p["knob"]) for p in params] == [
+        ("BT", 64, {"literal": "run:9"}), ("num_warps", 4, {"literal": "run:9"}),
+        ("num_stages", 2, {"literal": "run:9"})]
+    assert pw.start_is_original(params)
+
+
 def test_a_launch_option_a_heuristic_computes_is_no_knob():
     src = ("import triton\nimport triton.language as tl\n\n"
            "@triton.heuristics({'num_warps': lambda args: 4 if args['n'] < 1024 else 8})\n"

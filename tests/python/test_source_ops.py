@@ -225,6 +225,21 @@ def test_launch_keyword_not_written_is_implied_by_triton_defaults():
     assert by_site[("run:11", "num_stages")]["implied"] == defaults["num_stages"]
 
 
+def test_a_launch_option_written_as_a_literals_name_is_that_literals_knob():
+    """``num_warps = 4`` ... ``num_warps=num_warps``: one knob, the literal (current 4), and no launch
+    keyword knob that would override it with a value the source does not state; an option written as a
+    name no literal assigns (a parameter) keeps its own knob."""
+    source = ('import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr):\n'
+              '    pass\n\ndef run(x, nw):\n    num_warps = 4\n    num_stages = 2\n'
+              '    k[(1,)](x, B=16, num_warps=num_warps, num_stages=num_stages)\n'
+              '    k[(1,)](x, B=16, num_warps=nw)\n')
+    knobs = [(k["kind"], k["site"], k["name"], k["current"]) for k in source_ops.find_knobs(source)
+             if k["name"] in ("num_warps", "num_stages")]
+    assert knobs == [("literal", "run:9", "num_warps", 4), ("literal", "run:10", "num_stages", 2),
+                     ("launch_keyword", "run:12", "num_warps", None),
+                     ("launch_keyword", "run:12", "num_stages", None)]
+
+
 def test_launch_defaults_fall_back_to_the_table_without_triton(monkeypatch):
     source_ops.launch_defaults.cache_clear()
     try:

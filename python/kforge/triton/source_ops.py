@@ -469,7 +469,7 @@ def find_knobs(source: str) -> list[dict]:
     module = Module(source)
     knobs = []
     for launch in module.launches:
-        knobs += _launch_knobs(module, launch)
+        knobs += _launch_knobs(module, launch, _literal_candidates(module, launch))
     knobs += _literal_knobs(module)
     for kernel in module.kernels.values():
         for present, knobs_of in ((kernel.autotune, _autotune_knobs), (kernel.heuristics, _heuristic_knobs)):
@@ -485,7 +485,12 @@ def find_knobs(source: str) -> list[dict]:
     return sorted(knobs, key=lambda k: (int(k["site"].rsplit(":", 1)[1]), order[k["kind"]]))
 
 
-def _launch_knobs(module: Module, launch: Launch) -> list[dict]:
+def _launch_knobs(module: Module, launch: Launch, literals: list[Assignment]) -> list[dict]:
+    """The launch's constexpr and option knobs. A ``num_warps``/``num_stages`` written as a name that an
+    integer literal reaching the launch assigns (``num_warps = 4`` ... ``num_warps=num_warps``) is that
+    literal's knob, not one of its own: a second knob would override the literal with a value the source
+    does not state, so the default configuration would not be the original's launch (TritonBench-G's
+    parallel_attention started its searches at one warp, 21x slower than its original, 2026-12-08)."""
     kernel = launch.kernel
     if kernel.autotune is not None:
         return []
@@ -502,6 +507,9 @@ def _launch_knobs(module: Module, launch: Launch) -> list[dict]:
         if option in heuristic:  # @triton.heuristics sets it over the launch's keyword: no knob there
             continue
         keyword = launch.keyword(option)
+        if keyword is not None and isinstance(keyword.value, ast.Name) \
+                and keyword.value.id in {a.name for a in literals}:
+            continue
         current = keyword.value.value if keyword is not None and isinstance(keyword.value, ast.Constant) \
             else None
         knob = _knob("launch_keyword", launch.site, kernel.name, option, current, role=option)
@@ -533,19 +541,24 @@ def _literal_knobs(module: Module) -> list[dict]:
     shadows them."""
     knobs, seen = [], set()
     for launch in module.launches:
-        scope = module.scopes[launch.function]
-        local = _assignments(scope, launch.function)
-        used = _names_reaching(launch.call, scope)
-        globals_ = _assignments(module.tree, "<module>") if launch.function != "<module>" else []
-        local_names = {a.name for a in local}
-        candidates = local + [a for a in globals_ if a.name not in local_names]
-        for assignment in candidates:
-            if assignment.name in used and (assignment.site, assignment.name) not in seen:
+        for assignment in _literal_candidates(module, launch):
+            if (assignment.site, assignment.name) not in seen:
                 seen.add((assignment.site, assignment.name))
                 role = _role_of(assignment.name, module.launches)
                 knobs.append(_knob("literal", assignment.site, launch.kernel.name, assignment.name,
                                    assignment.value.value, role=role))
     return knobs
+
+
+def _literal_candidates(module: Module, launch: Launch) -> list[Assignment]:
+    """The integer-literal assignments whose names reach ``launch``: its function's own, then the
+    module's that no local assignment shadows."""
+    scope = module.scopes[launch.function]
+    local = _assignments(scope, launch.function)
+    used = _names_reaching(launch.call, scope)
+    globals_ = _assignments(module.tree, "<module>") if launch.function != "<module>" else []
+    local_names = {a.name for a in local}
+    return [a for a in local + [g for g in globals_ if g.name not in local_names] if a.name in used]
 
 
 def _assignments(scope: ast.AST, scope_name: str) -> list[Assignment]:
