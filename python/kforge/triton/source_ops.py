@@ -468,9 +468,10 @@ def find_knobs(source: str) -> list[dict]:
     """
     module = Module(source)
     knobs = []
-    for launch in module.launches:
-        knobs += _launch_knobs(module, launch, _literal_candidates(module, launch))
-    knobs += _literal_knobs(module)
+    literals = [_literal_candidates(module, launch) for launch in module.launches]
+    for launch, reaching in zip(module.launches, literals):
+        knobs += _launch_knobs(module, launch, reaching)
+    knobs += _literal_knobs(module, literals)
     for kernel in module.kernels.values():
         for present, knobs_of in ((kernel.autotune, _autotune_knobs), (kernel.heuristics, _heuristic_knobs)):
             if present is None:
@@ -535,13 +536,13 @@ def launch_defaults() -> dict[str, int]:
         return dict(LAUNCH_DEFAULTS_FALLBACK)
 
 
-def _literal_knobs(module: Module) -> list[dict]:
+def _literal_knobs(module: Module, literals: list[list[Assignment]]) -> list[dict]:
     """Integer literals assigned to names that a launch uses, directly or through other local names
     (a grid tuple or lambda assigned first); module-level constants count when no local assignment
-    shadows them."""
+    shadows them. ``literals``: ``_literal_candidates`` of each of ``module.launches``, in order."""
     knobs, seen = [], set()
-    for launch in module.launches:
-        for assignment in _literal_candidates(module, launch):
+    for launch, reaching in zip(module.launches, literals):
+        for assignment in reaching:
             if (assignment.site, assignment.name) not in seen:
                 seen.add((assignment.site, assignment.name))
                 role = _role_of(assignment.name, module.launches)

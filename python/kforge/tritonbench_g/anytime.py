@@ -26,10 +26,9 @@ from typing import Iterable
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from kforge.tritonbench_g.report import ReportError, read_trials, timed_ok  # noqa: E402
+from kforge.tritonbench_g.report import ReportError, clearly_faster, read_trials, timed_ok  # noqa: E402
 
 COUNTS = (5, 10, 20, 40, 80)
-NOISE = 0.02  # one time must beat the other by more than this share to count as faster
 
 
 def best_of_first(trials: list[dict], k: int) -> float | None:
@@ -66,8 +65,8 @@ def table(by_count: dict[int, list[float]]) -> list[str]:
              "|---|---|---|---|---|"]
     for k, r in by_count.items():
         if r:
-            faster = sum(x > 1 + NOISE for x in r)  # random's best > 1.02 kforge's best
-            slower = sum(x * (1 + NOISE) < 1 for x in r)  # kforge's best > 1.02 random's best
+            faster = sum(clearly_faster(x, 1.0) for x in r)  # random's best time more than 2% above kforge's
+            slower = sum(clearly_faster(1.0, x) for x in r)  # kforge's more than 2% above random's
             lines.append(f"| {k} | {len(r)} | {statistics.median(r):.3f} | {faster} | {slower} |")
     return lines
 

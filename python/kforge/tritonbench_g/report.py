@@ -1123,11 +1123,13 @@ def per_size_lines(searched: list[Operator]) -> list[str]:
             "search times the largest size); the CSV has each operator's per-size range.", ""]
 
 
+NOISE = 0.02  # one speed-up (or time) must beat the other by more than this share to count as ahead
+
+
 def clearly_faster(a: float, b: float) -> bool:
-    """Whether speed-up ``a`` is ahead of ``b`` by more than the noise (anytime.NOISE, 2%) that separate
-    runs of the same timing leave: the side-by-side's one rule for "ahead"."""
-    from kforge.tritonbench_g import anytime
-    return a > b * (1 + anytime.NOISE)
+    """Whether speed-up ``a`` is ahead of ``b`` by more than the noise (NOISE, 2%) that separate runs of
+    the same timing leave: the one rule for "ahead" of the side-by-side and of anytime's table."""
+    return a > b * (1 + NOISE)
 
 
 def head_to_head_lines(searched: list[Operator]) -> list[str]:
