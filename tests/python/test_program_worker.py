@@ -287,7 +287,8 @@ def test_knobs_as_parameters_default_to_the_original_launch():
     assert by_name["num_stages"]["default"] == triton_defaults["num_stages"]
     assert by_name["num_warps_"]["knob"]["launch"] == "run:10"
     assert by_name["num_warps_"]["default"] == 8 and by_name["num_stages_"]["default"] == 2
-    assert by_name["num_warps__"]["knob"]["launch"] == "run:11" and "default" not in by_name["num_warps__"]
+    assert by_name["num_warps__"]["knob"]["launch"] == "run:11"
+    assert by_name["num_warps__"]["default"] == pw.source_ops.AS_WRITTEN  # num_warps=nw: the source's own
     assert by_name["num_stages__"]["default"] == triton_defaults["num_stages"]
     # fake_ops.py's axpy writes num_warps=4 and no num_stages.
     fake = {p["name"]: p for p in pw.knobs_as_parameters((PROGRAMS / "fake_ops.py").read_text())}
@@ -305,6 +306,25 @@ def test_options_a_wrapper_assigns_as_literals_start_at_the_original():
         ("BT", 64, {"literal": "run:9"}), ("num_warps", 4, {"literal": "run:9"}),
         ("num_stages", 2, {"literal": "run:9"})]
     assert pw.start_is_original(params)
+
+
+def test_a_computed_launch_option_starts_as_the_source_computes_it():
+    """``num_warps=nw`` (a parameter, ``ctx.num_warps``, a conditional): the default configuration leaves
+    the expression in place, so the start is the original's launch (before 2026-12-08 it started at one
+    warp: 41 of TritonBench-G's operators); its other values override it."""
+    src = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr):\n    pass\n\n"
+           "def run(x, big):\n    nw = 8 if big else 4\n    k[(1,)](x, B=16, num_warps=nw, num_stages=2)\n")
+    params = pw.knobs_as_parameters(src)
+    by_name = {p["name"]: p for p in params}
+    assert by_name["num_warps"]["values"][0] == pw.source_ops.AS_WRITTEN
+    assert by_name["num_warps"]["default"] == pw.source_ops.AS_WRITTEN
+    assert pw.start_is_original(params)
+    knobs = {p["name"]: {"kind": "launch", "site": p["knob"]["launch"], "target": p["name"], "value": p["default"]}
+             for p in params}
+    assert sorted(knobs) == ["B", "num_stages", "num_warps"]
+    assert pw.apply_knobs(src, list(knobs.values())) == src  # every default is what the source writes
+    overridden = pw.apply_knobs(src, [dict(knobs["num_warps"], value=2)])
+    assert overridden == src.replace("num_warps=nw", "num_warps=2")
 
 
 def test_a_launch_option_a_heuristic_computes_is_no_knob():

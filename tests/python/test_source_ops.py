@@ -162,7 +162,10 @@ def test_suggested_values():
     assert source_ops.suggested_values("block", 2) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     assert source_ops.suggested_values("block", 64) == [16, 32, 64, 128, 256, 512, 1024]
     assert source_ops.suggested_values("block", 48) == [48]
-    assert source_ops.suggested_values("num_warps", 3) == [1, 2, 4, 8, 16]
+    # The value written is always among them (the start is the original's launch).
+    assert source_ops.suggested_values("num_warps", 32) == [1, 2, 4, 8, 16, 32]
+    assert source_ops.suggested_values("num_warps", 3) == [1, 2, 3, 4, 8, 16]
+    assert source_ops.suggested_values("num_warps", 4) == [1, 2, 4, 8, 16]
     assert source_ops.suggested_values("num_stages", None) == [1, 2, 3, 4, 5]
     assert source_ops.suggested_values("block", True) == [False, True]
 
@@ -219,10 +222,38 @@ def test_launch_keyword_not_written_is_implied_by_triton_defaults():
         written = by_site[("run:10", option)]
         assert written["present"] is True and "implied" not in written
     assert by_site[("run:10", "num_warps")]["current"] == 8 and by_site[("run:10", "num_stages")]["current"] == 2
-    # Written as an expression: present, its value unknown here, nothing implied.
+    # Written as an expression: present, its value known only at run time, nothing implied; the source's
+    # own expression is the knob's current value and the first it suggests.
     computed = by_site[("run:11", "num_warps")]
-    assert computed["current"] is None and computed["expression"] == "nw" and "implied" not in computed
+    assert computed["current"] == source_ops.AS_WRITTEN and computed["expression"] == "nw"
+    assert "implied" not in computed
+    assert computed["suggested"] == [source_ops.AS_WRITTEN] + source_ops.NUM_WARPS_VALUES
     assert by_site[("run:11", "num_stages")]["implied"] == defaults["num_stages"]
+
+
+def test_a_computed_launch_option_set_as_written_is_left_alone():
+    assert source_ops.set_launch_keyword(LAUNCHES, "run:11", "num_warps", source_ops.AS_WRITTEN) == LAUNCHES
+    assert "num_warps=2)" in source_ops.set_launch_keyword(LAUNCHES, "run:11", "num_warps", 2)
+    with pytest.raises(source_ops.SourceOpError, match="no launch"):  # the site is still checked
+        source_ops.set_launch_keyword(LAUNCHES, "run:99", "num_warps", source_ops.AS_WRITTEN)
+
+
+def test_a_launch_option_written_outside_the_usual_values_is_among_its_suggestions():
+    source = LAUNCHES.replace("num_warps=8, num_stages=2", "num_warps=32, num_stages=7")
+    written = {k["name"]: k for k in source_ops.find_knobs(source) if k["site"] == "run:10"}
+    assert written["num_warps"]["suggested"] == source_ops.NUM_WARPS_VALUES + [32]
+    assert written["num_stages"]["suggested"] == source_ops.NUM_STAGES_VALUES + [7]
+    assert written["num_warps"]["current"] == 32 and written["num_stages"]["current"] == 7
+
+
+def test_the_start_of_an_accumulator_is_no_knob():
+    """``N = 1`` then ``N *= d``: the literal is the identity of the update (any other value is wrong);
+    a literal the scope does not update stays a knob, also at module level."""
+    source = ('import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, N, B: tl.constexpr):\n'
+              '    pass\n\nTOTAL = 0\nBLOCK = 64\nTOTAL += 1\n\ndef run(x):\n    N = 1\n'
+              '    for d in x.shape:\n        N *= d\n    k[(N // BLOCK, TOTAL)](x, N, B=BLOCK)\n')
+    literals = [(k["site"], k["name"]) for k in source_ops.find_knobs(source) if k["kind"] == "literal"]
+    assert literals == [("<module>:9", "BLOCK")]
 
 
 def test_a_launch_option_written_as_a_literals_name_is_that_literals_knob():
@@ -236,7 +267,7 @@ def test_a_launch_option_written_as_a_literals_name_is_that_literals_knob():
     knobs = [(k["kind"], k["site"], k["name"], k["current"]) for k in source_ops.find_knobs(source)
              if k["name"] in ("num_warps", "num_stages")]
     assert knobs == [("literal", "run:9", "num_warps", 4), ("literal", "run:10", "num_stages", 2),
-                     ("launch_keyword", "run:12", "num_warps", None),
+                     ("launch_keyword", "run:12", "num_warps", source_ops.AS_WRITTEN),
                      ("launch_keyword", "run:12", "num_stages", None)]
 
 

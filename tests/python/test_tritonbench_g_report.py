@@ -765,3 +765,42 @@ def test_the_starts_are_the_originals_own_only_without_autotune_extras_or_comput
     assert not report.starts_are_own(report.importer_knobs(hooked))
     assert not report.starts_are_own(report.importer_knobs(None))
     assert not report.starts_are_own(report.importer_knobs("def broken(:\n"))
+
+
+def test_where_the_searches_started(campaign):
+    """start_kind: the flag in final.json, else the first trial against the original's configuration as the
+    importer makes it now; the coverage line names the operators that started elsewhere."""
+    op = next(o for o in loaded(campaign) if o.op == "op_win")
+    op.autotuned, op.final.start_configurations, op.final.start_is_original = False, 0, False
+    assert report.start_kind(op) == "none"  # searched before starts existed
+    op.final.start_configurations = 1
+    op.original_configuration = {"BLOCK": 32}  # sequence 0 of three_configs
+    assert report.start_kind(op) == "original"
+    op.original_configuration = {"BLOCK": 64}
+    assert report.start_kind(op) == "elsewhere"
+    op.original_configuration = None  # an autotuner or a heuristic decides a value: it cannot be the original
+    assert report.start_kind(op) == "elsewhere"
+    op.final.start_is_original = True
+    assert report.start_kind(op) == "original"
+    op.autotuned = True
+    assert report.start_kind(op) == "autotune"
+    op.autotuned, op.final.start_is_original = False, False
+    op.trials = {"kforge": [], "random": None}
+    assert report.start_kind(op) == "unknown"
+    op.trials = {"kforge": three_configs([0.5, 0.6, 0.7], [1, 2, 3]), "random": None}
+    (line,) = report.start_lines([op])
+    assert "the original's launch 0;" in line and "elsewhere 1," in line and line.endswith(": op_win (2.00x).")
+
+
+def test_the_original_configuration_is_every_default_where_no_autotuner_or_heuristic_decides():
+    params = [{"name": "B", "values": [16, 32], "default": 16, "knob": {"literal": "run:9"}},
+              {"name": "num_warps", "values": ["as written", 1, 2], "default": "as written",
+               "knob": {"launch": "run:10"}}]
+    assert report.original_configuration(("src", params), autotuned=False) == {"B": 16, "num_warps": "as written"}
+    assert report.original_configuration(("src", params), autotuned=True) is None
+    single = [{"name": "BLOCK", "values": [64], "default": 64, "knob": {"autotune": "k"}}]  # a list of one
+    assert report.original_configuration(("src", single), autotuned=False) == {"BLOCK": 64}
+    assert report.original_configuration(("src", [{**params[0], "knob": {"heuristic": "k"}}]), False) is None
+    assert report.original_configuration(("src", [{k: v for k, v in params[0].items() if k != "default"}]),
+                                         False) is None
+    assert report.original_configuration(None, False) is None

@@ -107,6 +107,24 @@ TEST_F(program_evaluator_fake, a_knob_that_does_not_apply_is_an_invalid_trial) {
   }
 }
 
+// A launch option's knob may keep the source's own value ("as written", source_ops.AS_WRITTEN: the default of
+// an option the source computes): the list mixes a string with numbers, so the parameter is an enum, and
+// the worker leaves the launch as it is for that value and overrides it for the others.
+TEST_F(program_evaluator_fake, a_launch_option_as_written_is_a_value_of_its_knob) {
+  const auto cfg = write_experiment(
+      tmp, python(),
+      "  parameters:\n    - {name: num_warps, values: ['as written', 2, 8], default: 'as written', "
+      "knob: {launch: axpy}}\n",
+      ", devices: [0]");
+  const auto spec = load_experiment(cfg.string());
+  EXPECT_EQ(spec.prob.space.params()[0].type, param_type::string);
+  EXPECT_EQ(spec.prob.space.value_of(spec.prob.program_desc->defaults, 0), value("as written"));
+  const auto res = run_experiment(spec, {});
+  ASSERT_EQ(res.history.size(), 3u);
+  for (const auto& t : res.history.trials())
+    EXPECT_EQ(t.st, status::ok) << spec.prob.space.value_of(t.cfg, 0).repr() << ": " << t.error;
+}
+
 // `python: python3` (the default) is a name looked up on PATH, as a shell would: the H200 image's python3
 // is not at a fixed path (the first GPU run failed with "cannot start python3").
 TEST_F(program_evaluator_fake, a_python_given_by_name_is_found_on_path) {

@@ -1015,11 +1015,12 @@ def knobs_as_parameters(source: str) -> list[dict]:
     not one: pinned to the fact it is what the heuristic gives, against it slower (False) or wrong
     (True); TritonBench-G's attention_score spent its searches on such pins (2026-12-07).
 
-    A parameter's ``default`` is the knob's ``current`` (the value the source writes) or, for a
+    A parameter's ``default`` is the knob's ``current`` (the value the source writes; for a launch option
+    the source computes, ``source_ops.AS_WRITTEN``, which leaves its expression in place) or, for a
     ``num_warps``/``num_stages`` the launch does not write, its ``implied`` (Triton's default), where that
     value is among the suggested ones: the problem's default configuration is the original's launch
-    wherever the source or Triton's defaults say it. A parameter without a default (a computed value, or
-    one outside the suggested values) starts at its first value."""
+    wherever no autotune or heuristic knob decides it (every such TritonBench-G operator, 2026-12-08). A
+    parameter without a default starts at its first value."""
     params, seen = [], set()
     for k in source_ops.find_knobs(source):
         if k.get("error") or not k["suggested"] or k["name"] is None or k.get("argument_fact"):

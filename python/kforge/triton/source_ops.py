@@ -39,6 +39,10 @@ CONFIG_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": No
 # triton/backends/nvidia/compiler.py (num_warps: int = 4, num_stages: int = 3).
 LAUNCH_DEFAULTS_FALLBACK = {"num_warps": 4, "num_stages": 3}
 NUM_WARPS_VALUES = [1, 2, 4, 8, 16]
+# The value of a launch option's knob that leaves the source's own expression in place
+# (``num_warps=ctx.num_warps``, ``num_warps=nw``): its default, so the default configuration launches as
+# the original does where the value is computed at run time (set_launch_keyword leaves the text alone).
+AS_WRITTEN = "as written"
 NUM_STAGES_VALUES = [1, 2, 3, 4, 5]
 # Powers of two suggested around a block size: current / 4 ... current * 4, within these bounds.
 POWER_OF_TWO_SPAN = 2
@@ -451,15 +455,16 @@ def find_knobs(source: str) -> list[dict]:
     ``kind``: ``launch_constexpr`` (a literal keyword argument for a ``tl.constexpr`` parameter at a
     launch), ``literal`` (an integer literal assigned to a name that a launch or its grid uses),
     ``launch_keyword`` (``num_warps``/``num_stages`` of a launch; ``present`` says whether it is
-    written; one written as other than a literal has its ``expression``; one not written has
-    ``implied``, the value Triton launches with then, from ``launch_defaults``), ``autotune`` (one key of
+    written; one written as other than a literal has its ``expression``, ``current`` ``AS_WRITTEN`` and
+    ``AS_WRITTEN`` first among its suggested values; one not written has ``implied``, the value Triton
+    launches with then, from ``launch_defaults``), ``autotune`` (one key of
     a ``@triton.autotune`` configuration list, with ``values``), ``heuristic`` (one output of
     ``@triton.heuristics``, with its ``expression`` and ``argument_fact``: whether it is a flag computed
     from the call's arguments); an autotune or heuristics decorator that cannot be read statically gives
     one knob with ``name`` None and ``error``; ``site`` (``function:line``), ``kernel``, ``name``,
     ``current`` (the value the source writes, ``None`` when absent or computed), ``suggested`` (values
-    worth trying: powers of two around a block size, num_warps in {1,2,4,8,16}, num_stages in 1..5, both
-    booleans for a flag).
+    worth trying: powers of two around a block size, num_warps in {1,2,4,8,16}, num_stages in 1..5 (and
+    the value written where it is outside those), both booleans for a flag).
 
     Launches of autotuned kernels have no ``launch_constexpr``/``launch_keyword`` knobs: the autotune
     configurations own those values; nor has a ``num_warps``/``num_stages`` that the kernel's
@@ -518,7 +523,10 @@ def _launch_knobs(module: Module, launch: Launch, literals: list[Assignment]) ->
         if keyword is None:
             knob["implied"] = launch_defaults()[option]
         elif not isinstance(keyword.value, ast.Constant):
+            # Computed at run time: the source's own expression is a value of the knob, and its default.
             knob["expression"] = module.segment(keyword.value)
+            knob["current"] = AS_WRITTEN
+            knob["suggested"] = [AS_WRITTEN] + knob["suggested"]
         knobs.append(knob)
     return knobs
 
@@ -553,13 +561,23 @@ def _literal_knobs(module: Module, literals: list[list[Assignment]]) -> list[dic
 
 def _literal_candidates(module: Module, launch: Launch) -> list[Assignment]:
     """The integer-literal assignments whose names reach ``launch``: its function's own, then the
-    module's that no local assignment shadows."""
+    module's that no local assignment shadows; not the start of an accumulator (a name its scope
+    updates in place, ``N = 1`` ... ``N *= shape[i]``): that literal is the identity of the update, and
+    any other value is wrong (TritonBench-G's mean_reduction: 64 of random search's 75 trials, 2026-12-08)."""
     scope = module.scopes[launch.function]
     local = _assignments(scope, launch.function)
-    used = _names_reaching(launch.call, scope)
+    used = _names_reaching(launch.call, scope) - _accumulated(scope)
     globals_ = _assignments(module.tree, "<module>") if launch.function != "<module>" else []
     local_names = {a.name for a in local}
-    return [a for a in local + [g for g in globals_ if g.name not in local_names] if a.name in used]
+    global_names = used - _accumulated(module.tree)
+    return [a for a in local if a.name in used] + \
+        [g for g in globals_ if g.name not in local_names and g.name in global_names]
+
+
+def _accumulated(scope: ast.AST) -> set[str]:
+    """Names that an augmented assignment (``+=``, ``*=``, ...) of the scope updates."""
+    return {node.target.id for node in _own_nodes(scope)
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)}
 
 
 def _assignments(scope: ast.AST, scope_name: str) -> list[Assignment]:
@@ -652,10 +670,10 @@ def _knob(kind: str, site: str, kernel: str, name: str, current: Any, role: str 
 
 def suggested_values(role: str, current: Any) -> list:
     """Values worth trying for a knob of this role (num_warps, num_stages, block) and current value."""
-    if role == "num_warps":
-        return list(NUM_WARPS_VALUES)
-    if role == "num_stages":
-        return list(NUM_STAGES_VALUES)
+    if role in ("num_warps", "num_stages"):
+        values = NUM_WARPS_VALUES if role == "num_warps" else NUM_STAGES_VALUES
+        written = [current] if type(current) is int and current > 0 and current not in values else []
+        return sorted(values + written)
     if isinstance(current, bool):
         return [False, True]
     if isinstance(current, int) and current > 0 and current & (current - 1) == 0:
@@ -694,7 +712,7 @@ def lift_literal(source: str, site: str, name: str, placeholder: str) -> str:
 
 def set_launch_keyword(source: str, site: str, keyword: str, value: Any) -> str:
     """Sets launch option `keyword` (num_warps, num_stages, num_ctas, maxnreg) at the launch at `site`:
-    overrides the written value or adds the keyword."""
+    overrides the written value or adds the keyword; ``AS_WRITTEN`` leaves the launch as it is."""
     if keyword not in LAUNCH_OPTIONS:
         raise SourceOpError(f"{keyword!r} is not a launch option ({', '.join(LAUNCH_OPTIONS)})")
     module = Module(source)
@@ -702,6 +720,8 @@ def set_launch_keyword(source: str, site: str, keyword: str, value: Any) -> str:
     if launch.kernel.autotune is not None:
         raise SourceOpError(f"site {launch.site}: {launch.kernel.name} is autotuned; its configurations set "
                             f"{keyword} (use apply_config)")
+    if isinstance(value, str) and value == AS_WRITTEN:
+        return source
     edits = Edits(module)
     _set_call_keyword(edits, module, launch.call, keyword, _literal_text(value))
     return edits.apply()

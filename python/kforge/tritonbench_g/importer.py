@@ -12,8 +12,8 @@ DATA is ../shared/data/tritonbench-g (read where it is; nothing is copied). For 
   in the wrapper, launch keywords, autotune lists, heuristics) as parameters with their suggested values,
   the largest selected size timed (TritonBench's metric sums times over sizes: the largest sizes weigh
   most), all selected sizes checked; both searches start from the problem's default configuration
-  (``start: default``: the values the source writes or Triton implies, a computed launch option at its
-  first value; for an ``@triton.autotune`` kernel its list's entries, up to program_worker.START_LIMIT
+  (``start: default``: the values the source writes or Triton implies, a computed launch option as
+  the source computes it (source_ops.AS_WRITTEN); for an ``@triton.autotune`` kernel its list's entries, up to program_worker.START_LIMIT
   configurations in all), then the
   default strategy (hybrid) or random search; a wall-time budget
   that counts the workers' start-up (``wall_includes_setup``) with a 1 s grace; a candidate's compile

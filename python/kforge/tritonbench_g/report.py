@@ -360,6 +360,9 @@ class Operator:
     space_size: int | None = None
     # the searches' start configurations are ones the original itself runs (starts_are_own)
     starts_are_own: bool = False
+    # the original's launch as a configuration of the importer's space now (original_configuration); None
+    # where an autotune list or a heuristic decides a value, without its source, or where it does not parse
+    original_configuration: dict | None = None
 
     @property
     def searched(self) -> bool:
@@ -464,7 +467,7 @@ def space_size(knobs: tuple[str, list[dict]] | None) -> int | None:
 def starts_are_own(knobs: tuple[str, list[dict]] | None) -> bool:
     """Whether the searches' start configurations of an operator (``importer_knobs``) are ones its original
     itself runs: every knob has the original's value as its default (a launch option the source computes
-    has none, and a start sets it to its first value), and no ``@triton.autotune`` has arguments beside
+    has ``source_ops.AS_WRITTEN``; before 2026-12-08 it had none, and a start set it to its first value), and no ``@triton.autotune`` has arguments beside
     its list and key (``prune_configs_by``, ``reset_to_zero``, ``restore_value``, hooks: a list entry
     pinned by source_ops.apply_config, which removes the decorator, runs without them). False without the
     source or where it does not parse."""
@@ -500,6 +503,20 @@ def space_classes(sizes: list[int | None]) -> str:
         if n is not None:
             counts[space_band(n, SPACE_EDGES)] += 1
     return ", ".join(f"{name}: {c}" for name, c in zip(band_names(SPACE_EDGES), counts))
+
+
+def original_configuration(knobs: tuple[str, list[dict]] | None, autotuned: bool) -> dict | None:
+    """The original's launch as a configuration of the importer's space of an operator (``importer_knobs``):
+    every parameter at its default, where each default is the original's value: a value the source writes
+    or Triton implies, or the entry of an ``@triton.autotune`` list that chooses nothing (not
+    ``autotuned``: one configuration, or copies of one). None where an autotuner or a heuristic decides a
+    value, a parameter has no default, without the source or where it does not parse."""
+    if knobs is None or autotuned:
+        return None
+    parameters = knobs[1]
+    if any("default" not in p or "heuristic" in p["knob"] for p in parameters):
+        return None
+    return {p["name"]: p["default"] for p in parameters}
 
 
 def has_autotune(text: str | None) -> bool:
@@ -550,7 +567,8 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             final=parse_final(read_json(final_path), final_path) if final_path.exists() else None,
             autotuned=has_autotune(text),
             set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(knobs),
-            starts_are_own=starts_are_own(knobs)))
+            starts_are_own=starts_are_own(knobs),
+            original_configuration=original_configuration(knobs, has_autotune(text))))
     unknown = sorted((set(runnable) | run_names) - set(lengths))
     return operators, unknown
 
@@ -935,6 +953,7 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
         lines.append("- Configurations in the search space (the importer's knobs as it makes them now, the product "
                      f"of their value counts{tried}): runnable {space_classes([o.space_size for o in runnable])}; "
                      f"judged {space_classes([o.space_size for o in judged])}.")
+    lines += start_lines([o for o in runnable if o.final is not None])
     aside = [o for o in runnable if o.set_aside and o.final is None]
     if aside:
         why = {"out_of_memory": "out of memory", "measure_timeout": "final measurement past its limit"}
@@ -955,6 +974,52 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
     if unknown:
         lines.append(f"- In the campaign but not in TritonBench_G_v1.json (ignored): {', '.join(unknown)}.")
     return lines
+
+
+def start_kind(operator: Operator) -> str:
+    """Where an operator's searches started: ``none`` (no ``start:`` in its final.json: searched before
+    starts existed, 2026-12-07), ``autotune`` (an autotuned original: its list's entries), ``original``
+    (the first trial was the original's launch: final.json's ``start_is_original``, or, in files older
+    than that flag, the first trial's configuration is ``original_configuration``), ``unknown`` (neither
+    the flag nor a first trial says: no trial was recorded) or ``elsewhere`` (a
+    knob without the original's value as its default started at its first value: a launch option the
+    source computes, or a launch keyword beside the literal it names; the importer's faults fixed on
+    2026-12-08)."""
+    final = operator.final
+    if final is None or not final.start_configurations:
+        return "none"
+    if operator.autotuned:
+        return "autotune"
+    if final.start_is_original:
+        return "original"
+    first = next((t for arm in METHODS for t in operator.trials.get(arm) or [] if t.get("sequence") == 0), None)
+    if first is None:
+        return "unknown"
+    same = operator.original_configuration is not None \
+        and first.get("configuration") == operator.original_configuration
+    return "original" if same else "elsewhere"
+
+
+def start_lines(judged: list[Operator]) -> list[str]:
+    """How many judged operators' searches started from the original's own configuration, and which
+    started elsewhere (their verdicts stand as measured; a search from the original cannot end slower
+    than it)."""
+    if not judged:
+        return []
+    kinds = {k: [o for o in judged if start_kind(o) == k]
+             for k in ("original", "autotune", "elsewhere", "none", "unknown")}
+    elsewhere = ", ".join(f"{o.op} ({fmt_x(outcome(o, 'kforge').speedup)})" for o in kinds["elsewhere"])
+    return [f"- Where the {len(judged)} judged operators' searches started (final.json, the first trial): the "
+            f"original's launch "
+            f"{len(kinds['original'])}; the entries of its @triton.autotune list {len(kinds['autotune'])}; "
+            f"before start configurations existed {len(kinds['none'])}"
+            + (f" ({', '.join(o.op for o in kinds['none'])})" if kinds["none"] else "")
+            + f"; no trial recorded to tell "
+            f"{len(kinds['unknown'])}; elsewhere {len(kinds['elsewhere'])}, "
+            "a knob without the original's value as its default at its first value (a launch option the source "
+            "computes, or a launch keyword beside the literal it names; the importer gives both their original "
+            "value since 2026-12-08), with kforge's speed-up"
+            + (f": {elsewhere}." if elsewhere else ".")]
 
 
 DEFINITIONS = f"""\
