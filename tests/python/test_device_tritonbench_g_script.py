@@ -106,9 +106,11 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def _search(tmp_path: Path, ops: str, oom: str, set_aside: tuple = (), expect_rc: int = 0, **env_extra) -> dict:
+def _search(tmp_path: Path, ops: str, oom: str, set_aside: tuple = (), expect_rc: int = 0, committed: tuple = (),
+            redo: tuple = (), **env_extra) -> dict:
     """``scripts/device-tritonbench-g search`` over the runnable operators ``ops`` (KF_OPS unless a test
-    passes KF_OPS=""), a campaign of the test's own with ``set_aside`` in its set-aside.jsonl."""
+    passes KF_OPS=""), a campaign of the test's own with ``set_aside`` in its set-aside.jsonl, a final.json
+    for each of ``committed`` and ``redo`` in its redo.jsonl."""
     fake = tmp_path / "fake"
     (fake / "bin").mkdir(parents=True)
     _executable(fake / "python", FAKE_PYTHON.format(python=sys.executable))
@@ -121,6 +123,11 @@ def _search(tmp_path: Path, ops: str, oom: str, set_aside: tuple = (), expect_rc
     results = tmp_path / "results"
     results.mkdir()
     (results / "set-aside.jsonl").write_text("".join(json.dumps({"op": op}) + "\n" for op in set_aside))
+    if redo:
+        (results / "redo.jsonl").write_text("".join(json.dumps({"op": op, "reason": "r"}) + "\n" for op in redo))
+    for op in committed:
+        (results / "runs" / op).mkdir(parents=True)
+        (results / "runs" / op / "final.json").write_text("{}")
     env = {k: v for k, v in os.environ.items()  # not the caller's settings
            if not k.startswith(("KF_", "KFORGE_")) and k != "CUDA_VISIBLE_DEVICES"}
     env.update(OUT=str(out), KF_WORK=str(tmp_path / "work"), KF_TBG_DATA=str(tmp_path / "data"),
@@ -224,6 +231,18 @@ def test_without_kf_ops_the_operators_set_aside_come_last(tmp_path):
     r = _search(tmp_path, "fake_a fake_b fake_c", oom="", set_aside=("fake_a",), KF_OPS="")
     assert [c.split()[1] for c in r["calls"] if c.startswith("run") and " kforge " in c] == \
         ["fake_b", "fake_c", "fake_a"]
+
+
+@NEEDS_TOOLS
+def test_an_operator_with_a_verdict_is_searched_again_only_when_marked(tmp_path):
+    """Committed final.json: skipped, unless redo.jsonl names the operator; without KF_OPS those to search
+    again come after those without a verdict and before the set aside."""
+    r = _search(tmp_path / "order", "fake_a fake_b fake_c fake_d", oom="", set_aside=("fake_a",),
+                committed=("fake_b", "fake_c"), redo=("fake_c",), KF_OPS="")
+    assert [c.split()[1] for c in r["calls"] if c.startswith("run") and " kforge " in c] == \
+        ["fake_d", "fake_c", "fake_a"]
+    named = _search(tmp_path / "named", "fake_b fake_c", oom="", committed=("fake_b", "fake_c"), redo=("fake_c",))
+    assert [c.split()[1] for c in named["calls"] if c.startswith("run") and " kforge " in c] == ["fake_c"]
 
 
 def _runs_by_operator(calls: list[str]) -> dict:

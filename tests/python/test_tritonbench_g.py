@@ -489,6 +489,12 @@ def test_the_search_order_puts_the_set_aside_last_and_leaves_out_the_measured(tm
     assert order.search_order(str(runnable), str(index), str(aside)) == ["b", "d", "f", "a"]
     assert order.search_order(str(runnable), str(index), str(aside), str(runs)) == ["b", "f", "a"]  # d measured
     assert order.search_order(str(runnable), str(index), str(tmp_path / "none")) == ["a", "b", "d", "f"]
+    # d marked to be searched again: after those without a verdict, before the set aside
+    redo = tmp_path / "redo.jsonl"
+    redo.write_text(json.dumps({"op": "d", "reason": "a fault fixed", "date": "2026-12-08"}) + "\n")
+    assert order.search_order(str(runnable), str(index), str(aside), str(runs), str(redo)) == ["b", "f", "d", "a"]
+    assert order.search_order(str(runnable), str(index), str(aside), str(runs), str(tmp_path / "none")) == \
+        ["b", "f", "a"]
 
 
 class _SweepDevice:

@@ -121,3 +121,26 @@ def test_set_aside_records_are_merged_and_leave_once_a_verdict_is_committed(tmp_
         in out.getvalue()
     assert "set aside (no verdict): old" not in out.getvalue()
 
+
+
+def test_an_operator_marked_to_search_again_replaces_its_run_and_keeps_the_old_one(tmp_path):
+    archive, campaign = make_chunk(tmp_path)
+    record = {"op": "old", "reason": "its search started elsewhere than its original", "date": "2026-12-08"}
+    other = {"op": "elsewhere", "reason": "not in this chunk", "date": "2026-12-08"}
+    (campaign / "redo.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(other) + "\n")
+    dry = accept.accept(str(archive), str(campaign), set(), dry_run=True, out=io.StringIO())
+    assert {r["op"]: r["verdict"] for r in dry}["old"] == "take (again)"
+    assert (campaign / "runs" / "old" / "final.json").read_text() == "{}"  # a dry run moves nothing
+    out = io.StringIO()
+    rows = {r["op"]: r["verdict"] for r in accept.accept(str(archive), str(campaign), set(), out=out)}
+    assert rows["old"] == "take (again)" and rows["good"] == "take"
+    assert json.loads((campaign / "runs" / "old" / "final.json").read_text())["gpu"] == "NVIDIA H200"
+    kept = campaign / "superseded" / "old" / "1"
+    assert (kept / "final.json").read_text() == "{}" and json.loads((kept / "redo.json").read_text()) == record
+    assert "old: the committed run moved to" in out.getvalue()
+    assert [json.loads(l)["op"] for l in (campaign / "redo.jsonl").read_text().splitlines()] == ["elsewhere"]
+    # searched again a second time: the next folder
+    (campaign / "redo.jsonl").write_text(json.dumps(record) + "\n")
+    accept.accept(str(archive), str(campaign), set(), out=io.StringIO())
+    assert sorted(p.name for p in (campaign / "superseded" / "old").iterdir()) == ["1", "2"]
+    assert (campaign / "redo.jsonl").read_text() == ""

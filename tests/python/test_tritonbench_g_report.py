@@ -804,3 +804,15 @@ def test_the_original_configuration_is_every_default_where_no_autotuner_or_heuri
     assert report.original_configuration(("src", [{k: v for k, v in params[0].items() if k != "default"}]),
                                          False) is None
     assert report.original_configuration(None, False) is None
+
+
+def test_operators_marked_to_search_again_are_listed_and_still_counted(campaign):
+    root, data = campaign
+    (root / "redo.jsonl").write_text(json.dumps({"op": "op_win", "reason": "a fault fixed", "date": "d"}) + "\n")
+    operators = loaded(campaign)
+    win = next(o for o in operators if o.op == "op_win")
+    assert win.redo == {"op": "op_win", "reason": "a fault fixed", "date": "d"} and win.final is not None
+    lines = report.coverage_lines(operators, [])
+    assert "- Marked to be searched again (redo.jsonl; their runs count until a new search replaces them): " \
+           "1: op_win (a fault fixed)." in lines
+    assert report.headline(operators, "kforge").successes >= 1  # its verdict stands until replaced

@@ -11,6 +11,10 @@ final.json exists and which candidates are correct, and the verdict of this comm
 - ``skip (asked)``: named by ``--skip`` (e.g. a search starved for a reason the campaign does not judge);
 - ``skip (no final.json)``: the final measurement did not run, so there is no result to judge;
 - ``skip (committed)``: the campaign already holds a final.json for it (``--replace`` takes it anyway);
+- ``take (again)``: the campaign holds a final.json for it and marked it to be searched again
+  (``redo.jsonl``: ``{"op", "reason", "date"}``, a fault fixed since its search): the committed run moves
+  to ``<into>/superseded/<op>/<n>/`` (kept beside the new one, with the record as ``redo.json``, not in
+  the report's numbers) and the operator leaves redo.jsonl;
 - ``skip (machine path)``: a file still holds an absolute path of the GPU machine (``/tmp/``,
   ``/work/``, ``/root/``); the search script removes them, so this means an older script.
 
@@ -35,6 +39,7 @@ import tempfile
 from pathlib import Path
 
 SET_ASIDE = "set-aside.jsonl"
+REDO = "redo.jsonl"
 # Why the search script set an operator aside without a verdict (a record's ``reason``).
 SET_ASIDE_REASONS = {"out_of_memory": "out of GPU memory",
                      "measure_timeout": "the final measurement ran past its time limit"}
@@ -78,16 +83,32 @@ def describe(folder: str) -> dict:
     return row
 
 
-def verdict(row: dict, committed: bool, skip: set, replace: bool) -> str:
+def verdict(row: dict, committed: bool, skip: set, replace: bool, again: bool = False) -> str:
     if row["op"] in skip:
         return "skip (asked)"
     if not row["final"]:
         return "skip (no final.json)"
-    if committed and not replace:
+    if committed and not (replace or again):
         return "skip (committed)"
     if row["machine_path"]:
         return "skip (machine path)"
-    return "take"
+    return "take (again)" if committed and again else "take"
+
+
+def supersede(runs_dir: str, op: str, record: dict) -> str:
+    """Moves the committed run of ``op`` to ``superseded/<op>/<n>/`` beside ``runs_dir`` (n: 1, 2, ...) with
+    the redo ``record`` as redo.json; returns the new folder."""
+    base = os.path.join(os.path.dirname(runs_dir), "superseded", op)
+    n = 1
+    while os.path.exists(os.path.join(base, str(n))):
+        n += 1
+    target = os.path.join(base, str(n))
+    os.makedirs(base, exist_ok=True)
+    shutil.move(os.path.join(runs_dir, op), target)
+    with open(os.path.join(target, "redo.json"), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    return target
 
 
 def counts_text(c: tuple[int, int, int] | None) -> str:
@@ -139,6 +160,8 @@ def trials_line(folder: str) -> str:
 def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: bool = False,
            out=sys.stdout) -> list[dict]:
     runs_dir = os.path.join(into, "runs")
+    redo_path = Path(into) / REDO
+    redo = {r["op"]: r for r in read_jsonl(redo_path)} if redo_path.exists() else {}
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
@@ -154,16 +177,20 @@ def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: b
                 continue
             row = describe(folder)
             committed = os.path.exists(os.path.join(runs_dir, op, "final.json"))
-            row["verdict"] = verdict(row, committed, skip, replace)
+            row["verdict"] = verdict(row, committed, skip, replace, op in redo)
             rows.append(row)
             correct = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in row["correct"].items()) or "-"
             note = f": {row['machine_path']}" if row["verdict"] == "skip (machine path)" else ""
             print(f"| {op} | {row['gpu']} | {counts_text(row['kforge'])} | {counts_text(row['random'])} | "
                   f"{'yes' if row['final'] else 'no'} | {correct} | {row['verdict']}{note} |", file=out)
-            if row["verdict"] == "take" and not dry_run:
+            if row["verdict"].startswith("take") and not dry_run:
                 target = os.path.join(runs_dir, op)
+                if op in redo and committed:
+                    print(f"{op}: the committed run moved to {supersede(runs_dir, op, redo.pop(op))}", file=out)
                 shutil.rmtree(target, ignore_errors=True)
                 shutil.copytree(folder, target)
+        if not dry_run and redo_path.exists():
+            redo_path.write_text("".join(json.dumps(r) + "\n" for r in redo.values()), encoding="utf-8")
         unknown = skip - {r["op"] for r in rows}
         if unknown:
             print(f"note: --skip names operators not in the archive: {', '.join(sorted(unknown))}", file=out)
@@ -208,7 +235,7 @@ def main(argv=None) -> int:
         return 2
     skip = {s.strip() for s in a.skip.split(",") if s.strip()}
     rows = accept(a.archive, a.into, skip, a.replace, a.dry_run)
-    taken = sum(r["verdict"] == "take" for r in rows)
+    taken = sum(r["verdict"].startswith("take") for r in rows)
     print(f"{taken} of {len(rows)} operators {'would be ' if a.dry_run else ''}taken into {a.into}/runs")
     return 0
 

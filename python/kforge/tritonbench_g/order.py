@@ -1,13 +1,15 @@
 """Which operators a search call takes, in order (scripts/device-tritonbench-g: `search` on the GPU machine,
 `next` here before a call).
 
-    python -m kforge.tritonbench_g.order RUNNABLE INDEX [--set-aside FILE] [--runs DIR] [--first N]
+    python -m kforge.tritonbench_g.order RUNNABLE INDEX [--set-aside FILE] [--redo FILE] [--runs DIR] [--first N]
 
 The runnable operators (RUNNABLE: runnable.jsonl) that the importer made ready (INDEX: its index.json), in
-operator order; those the campaign set aside without a verdict (``--set-aside``: set-aside.jsonl, out of
-GPU memory or a final measurement past its limit) after the others, so a call spends its minutes on new
-verdicts before retries. ``--runs``: the campaign's runs folder; an operator with a final.json there is
-left out (what `next` shows: the search skips it as it goes). Prints the names on one line; with
+operator order: first those without a verdict; then those the campaign marked to be searched again
+(``--redo``: redo.jsonl, a fault fixed since their search); last those it set aside without a verdict
+(``--set-aside``: set-aside.jsonl, out of GPU memory or a final measurement past its limit), so a call
+spends its minutes on new verdicts before replacing old ones, and on both before retries. ``--runs``: the
+campaign's runs folder; an operator with a final.json there is left out unless it is to be searched
+again (what `next` shows: the search skips it as it goes). Prints the names on one line; with
 ``--first N``, the first N and how many there are in all.
 """
 
@@ -24,15 +26,21 @@ def read_jsonl(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def search_order(runnable: str, index: str, set_aside: str | None = None, runs: str | None = None) -> list[str]:
+def listed(path: str | None) -> set[str]:
+    """The operators a campaign record (set-aside.jsonl, redo.jsonl) names; none where it does not exist."""
+    return {r["op"] for r in read_jsonl(path)} if path and os.path.exists(path) else set()
+
+
+def search_order(runnable: str, index: str, set_aside: str | None = None, runs: str | None = None,
+                 redo: str | None = None) -> list[str]:
     """The operators a search takes, in the order it takes them (module docstring)."""
     with open(index, encoding="utf-8") as f:
         ready = {r["op"] for r in json.load(f) if r["status"] == "ready"}
-    aside = {r["op"] for r in read_jsonl(set_aside)} if set_aside and os.path.exists(set_aside) else set()
+    aside, again = listed(set_aside), listed(redo)
     ops = [r["op"] for r in read_jsonl(runnable) if r["runnable"] and r["op"] in ready]
     if runs:
-        ops = [op for op in ops if not os.path.exists(os.path.join(runs, op, "final.json"))]
-    return sorted(ops, key=lambda op: op in aside)  # stable: operator order within each group
+        ops = [op for op in ops if op in again or not os.path.exists(os.path.join(runs, op, "final.json"))]
+    return sorted(ops, key=lambda op: (op in aside, op in again))  # stable: operator order within each group
 
 
 def main(argv=None) -> int:
@@ -40,10 +48,11 @@ def main(argv=None) -> int:
     ap.add_argument("runnable", help="runnable.jsonl")
     ap.add_argument("index", help="the importer's index.json")
     ap.add_argument("--set-aside", help="set-aside.jsonl (those after the others)")
+    ap.add_argument("--redo", help="redo.jsonl (operators searched again though they have a final.json)")
     ap.add_argument("--runs", help="the campaign's runs folder (operators with a final.json left out)")
     ap.add_argument("--first", type=int, help="print the first N and the count")
     a = ap.parse_args(argv)
-    ops = search_order(a.runnable, a.index, a.set_aside, a.runs)
+    ops = search_order(a.runnable, a.index, a.set_aside, a.runs, a.redo)
     if a.first is None:
         print(" ".join(ops))
     else:

@@ -363,6 +363,9 @@ class Operator:
     # the original's launch as a configuration of the importer's space now (original_configuration); None
     # where an autotune list or a heuristic decides a value, without its source, or where it does not parse
     original_configuration: dict | None = None
+    # redo.jsonl's record of it: marked to be searched again (a fault fixed since its search); its runs
+    # count until a new search replaces them (accept moves them to superseded/)
+    redo: dict | None = None
 
     @property
     def searched(self) -> bool:
@@ -547,6 +550,7 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
     if (campaign / "set-aside.jsonl").exists():
         for record in read_jsonl(campaign / "set-aside.jsonl"):
             set_aside.setdefault(record["op"], []).append(record)
+    redo = {r["op"]: r for r in read_jsonl(campaign / "redo.jsonl")} if (campaign / "redo.jsonl").exists() else {}
     runs = campaign / "runs"
     run_names = {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
     operators = []
@@ -568,8 +572,8 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             autotuned=has_autotune(text),
             set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(knobs),
             starts_are_own=starts_are_own(knobs),
-            original_configuration=original_configuration(knobs, has_autotune(text))))
-    unknown = sorted((set(runnable) | run_names) - set(lengths))
+            original_configuration=original_configuration(knobs, has_autotune(text)), redo=redo.get(op)))
+    unknown = sorted((set(runnable) | run_names | set(redo)) - set(lengths))
     return operators, unknown
 
 
@@ -954,6 +958,12 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
                      f"of their value counts{tried}): runnable {space_classes([o.space_size for o in runnable])}; "
                      f"judged {space_classes([o.space_size for o in judged])}.")
     lines += start_lines([o for o in runnable if o.final is not None])
+    again = [o for o in runnable if o.redo is not None]
+    if again:
+        reasons = sorted({str(o.redo.get("reason", "")) for o in again})
+        lines.append(f"- Marked to be searched again (redo.jsonl; their runs count until a new search replaces "
+                     f"them): {len(again)}: {', '.join(o.op for o in again)}"
+                     + (f" ({reasons[0]})." if len(reasons) == 1 else "."))
     aside = [o for o in runnable if o.set_aside and o.final is None]
     if aside:
         why = {"out_of_memory": "out of memory", "measure_timeout": "final measurement past its limit"}
