@@ -327,6 +327,18 @@ def test_a_computed_launch_option_starts_as_the_source_computes_it():
     assert overridden == src.replace("num_warps=nw", "num_warps=2")
 
 
+def test_a_parameter_default_the_callers_pass_is_no_parameter():
+    src = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr):\n    pass\n\n"
+           "def run(x, BLOCK=64, nw=4):\n    k[(1,)](x, B=BLOCK, num_warps=nw)\n")
+    assert [(p["name"], p["default"], p["knob"]) for p in pw.knobs_as_parameters(src)] == [
+        ("BLOCK", 64, {"literal": "run:8"}), ("nw", 4, {"literal": "run:8"}),
+        ("num_stages", pw.source_ops.launch_defaults()["num_stages"], {"launch": "run:9"})]
+    kept = pw.knobs_as_parameters(src, passed={"run": {"BLOCK"}, "other": {"nw"}})
+    assert [p["name"] for p in kept] == ["nw", "num_stages"]
+    knob = {"kind": "literal", "site": "run:8", "target": "BLOCK", "value": 128}
+    assert pw.apply_knobs(src, [knob]) == src.replace("BLOCK=64", "BLOCK=128")
+
+
 def test_a_launch_option_a_heuristic_computes_is_no_knob():
     src = ("import triton\nimport triton.language as tl\n\n"
            "@triton.heuristics({'num_warps': lambda args: 4 if args['n'] < 1024 else 8})\n"

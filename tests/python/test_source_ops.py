@@ -286,3 +286,27 @@ def test_launch_defaults_fall_back_to_the_table_without_triton(monkeypatch):
     finally:
         monkeypatch.undo()
         source_ops.launch_defaults.cache_clear()
+
+
+PARAMETER_DEFAULTS = ('import triton\nimport triton.language as tl\n\n@triton.jit\n'
+                      'def k(x, scale, n, B: tl.constexpr):\n    pass\n\n'
+                      'def run(x, scale=1, n=4, BLOCK=64, *, num_warps=8):\n'
+                      '    k[(n,)](x, scale, n, B=BLOCK, num_warps=num_warps)\n')
+
+
+def test_a_wrapper_parameters_integer_default_is_a_knob_where_it_reaches_a_constexpr():
+    """``def run(x, BLOCK=64)`` launching ``B=BLOCK``: the default is a literal knob (``parameter``); a
+    default that reaches the kernel only as a runtime argument or through the grid (a scale, a count) is
+    data, not a knob."""
+    knobs = {k["name"]: k for k in source_ops.find_knobs(PARAMETER_DEFAULTS) if k["kind"] == "literal"}
+    assert sorted(knobs) == ["BLOCK", "num_warps"]
+    assert knobs["BLOCK"]["parameter"] is True and knobs["BLOCK"]["current"] == 64
+    assert knobs["BLOCK"]["site"] == "run:8" and knobs["BLOCK"]["suggested"][:3] == [16, 32, 64]
+    assert knobs["num_warps"]["current"] == 8 and knobs["num_warps"]["suggested"] == source_ops.NUM_WARPS_VALUES
+    # the launch keyword written as that parameter's name is the default's knob only
+    assert not [k for k in source_ops.find_knobs(PARAMETER_DEFAULTS)
+                if k["kind"] == "launch_keyword" and k["name"] == "num_warps"]
+    changed = source_ops.lift_literal(PARAMETER_DEFAULTS, "run:8", "BLOCK", "256")
+    assert changed == PARAMETER_DEFAULTS.replace("BLOCK=64", "BLOCK=256")
+    assert source_ops.lift_literal(changed, "run:8", "num_warps", "2") == \
+        changed.replace("num_warps=8):", "num_warps=2):")

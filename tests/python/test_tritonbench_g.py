@@ -125,6 +125,23 @@ def test_importer_writes_experiments_and_an_index(data, tmp_path):
     assert importer.main([str(data), "--out", str(out), "--ops", "toy,missing"]) == 2
 
 
+def test_the_harness_passes_what_its_calls_fill():
+    """passed_arguments: positional arguments fill the wrapper's parameters in order, keywords name theirs,
+    an autograd Function's apply fills forward's after ctx, *args/**kwargs pass them all; calls of names
+    the harness does not import from the operator do not count."""
+    source = ("def wrap(x, y, BLOCK=64, nw=4, *, STAGES=2):\n    pass\n\n"
+              "class Fn:\n    @staticmethod\n    def forward(ctx, x, block=32):\n        pass\n\n"
+              "def other(x, BLOCK=8):\n    pass\n")
+    perf = ("from TritonBench_v1.op import wrap, Fn\n\nclass P:\n    def call_op(self, t):\n"
+            "        wrap(t, t, 128)\n        wrap(t, t, nw=8)\n        Fn.apply(t)\n        other(t, 4)\n")
+    assert importer.passed_arguments(perf, "op", source) == {
+        "wrap": {"x", "y", "BLOCK", "nw"}, "Fn.forward": {"x"}}
+    starred = perf.replace("Fn.apply(t)", "Fn.apply(*t)")
+    assert importer.passed_arguments(starred, "op", source)["Fn.forward"] == {"x", "block"}
+    everything = perf.replace("wrap(t, t, nw=8)", "wrap(**t)")
+    assert importer.passed_arguments(everything, "op", source)["wrap"] == {"x", "y", "BLOCK", "nw", "STAGES"}
+
+
 def test_importer_workers_go_to_both_arms_and_are_bounded(data, tmp_path):
     out = tmp_path / "campaign"
     assert importer.main([str(data), "--out", str(out), "--workers", "6"]) == 0

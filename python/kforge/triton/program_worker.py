@@ -1009,7 +1009,7 @@ def serve(worker: Worker, lines, out) -> int:
     return line_protocol.serve(lines, out, handle, failure)
 
 
-def knobs_as_parameters(source: str) -> list[dict]:
+def knobs_as_parameters(source: str, passed: dict[str, set[str]] | None = None) -> list[dict]:
     """find_knobs' knobs as a problem's parameters (one per knob that can be tuned). A heuristic's flag that
     states a fact about the call's arguments (``IS_EVEN_M``: ``args["N_CTX"] % args["BLOCK_M"] == 0``) is
     not one: pinned to the fact it is what the heuristic gives, against it slower (False) or wrong
@@ -1020,10 +1020,15 @@ def knobs_as_parameters(source: str) -> list[dict]:
     ``num_warps``/``num_stages`` the launch does not write, its ``implied`` (Triton's default), where that
     value is among the suggested ones: the problem's default configuration is the original's launch
     wherever no autotune or heuristic knob decides it (every such TritonBench-G operator, 2026-12-08). A
-    parameter without a default starts at its first value."""
+    parameter without a default starts at its first value.
+
+    ``passed``: the arguments the program's callers pass, by function (``{"wrapper": {"BLOCK"}}``, the
+    qualified names of find_knobs' sites): a parameter's default there is no knob (it never holds)."""
     params, seen = [], set()
     for k in source_ops.find_knobs(source):
         if k.get("error") or not k["suggested"] or k["name"] is None or k.get("argument_fact"):
+            continue
+        if k.get("parameter") and k["name"] in (passed or {}).get(k["site"].rpartition(":")[0], ()):
             continue
         if k["kind"] in ("autotune", "heuristic"):
             knob = {k["kind"]: k["kernel"]}

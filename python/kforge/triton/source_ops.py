@@ -105,11 +105,14 @@ class Launch:
 
 @dataclasses.dataclass
 class Assignment:
-    """``name = <int literal>`` (or one element of ``a, b = 1, 2``) in a function or at the top level."""
+    """``name = <int literal>`` (or one element of ``a, b = 1, 2``) in a function or at the top level, or
+    a parameter's integer default (``def wrapper(x, BLOCK=1024)``: ``parameter``; it holds where a caller
+    does not pass the argument)."""
     name: str
     value: ast.Constant
     function: str
     line: int
+    parameter: bool = False
 
     @property
     def site(self) -> str:
@@ -453,7 +456,9 @@ def find_knobs(source: str) -> list[dict]:
     """Every tuning knob of the source, in source order. A knob is a dict:
 
     ``kind``: ``launch_constexpr`` (a literal keyword argument for a ``tl.constexpr`` parameter at a
-    launch), ``literal`` (an integer literal assigned to a name that a launch or its grid uses),
+    launch), ``literal`` (an integer literal assigned to a name that a launch or its grid uses, not the
+    start of an accumulator; or, with ``parameter`` true, the integer default of a wrapper's parameter
+    that a launch passes to a constexpr or as ``num_warps``/``num_stages``),
     ``launch_keyword`` (``num_warps``/``num_stages`` of a launch; ``present`` says whether it is
     written; one written as other than a literal has its ``expression``, ``current`` ``AS_WRITTEN`` and
     ``AS_WRITTEN`` first among its suggested values; one not written has ``implied``, the value Triton
@@ -554,24 +559,43 @@ def _literal_knobs(module: Module, literals: list[list[Assignment]]) -> list[dic
             if (assignment.site, assignment.name) not in seen:
                 seen.add((assignment.site, assignment.name))
                 role = _role_of(assignment.name, module.launches)
-                knobs.append(_knob("literal", assignment.site, launch.kernel.name, assignment.name,
-                                   assignment.value.value, role=role))
+                knob = _knob("literal", assignment.site, launch.kernel.name, assignment.name,
+                             assignment.value.value, role=role)
+                if assignment.parameter:
+                    knob["parameter"] = True
+                knobs.append(knob)
     return knobs
 
 
 def _literal_candidates(module: Module, launch: Launch) -> list[Assignment]:
-    """The integer-literal assignments whose names reach ``launch``: its function's own, then the
+    """The integer-literal assignments whose names reach ``launch``: its function's own (a parameter's
+    default only where the launch passes the parameter to a constexpr or as a launch option), then the
     module's that no local assignment shadows; not the start of an accumulator (a name its scope
     updates in place, ``N = 1`` ... ``N *= shape[i]``): that literal is the identity of the update, and
     any other value is wrong (TritonBench-G's mean_reduction: 64 of random search's 75 trials, 2026-12-08)."""
     scope = module.scopes[launch.function]
-    local = _assignments(scope, launch.function)
+    compile_time = _compile_time_names(launch)
+    local = [a for a in _assignments(scope, launch.function) if not a.parameter or a.name in compile_time]
     used = _names_reaching(launch.call, scope) - _accumulated(scope)
     globals_ = _assignments(module.tree, "<module>") if launch.function != "<module>" else []
     local_names = {a.name for a in local}
     global_names = used - _accumulated(module.tree)
     return [a for a in local if a.name in used] + \
         [g for g in globals_ if g.name not in local_names and g.name in global_names]
+
+
+def _compile_time_names(launch: Launch) -> set[str]:
+    """Names the launch passes as they are to a ``tl.constexpr`` parameter or as ``num_warps``/``num_stages``
+    (``BLOCK=BLOCK``, ``num_warps=nw``): where a wrapper parameter's default is a knob (a parameter that
+    reaches the kernel only as a runtime argument or through the grid, such as a softmax scale or a
+    count, is data)."""
+    names = set()
+    for name in list(launch.kernel.constexprs) + ["num_warps", "num_stages"]:
+        keyword = launch.keyword(name)
+        value = keyword.value if keyword is not None else launch.positional(name)
+        if isinstance(value, ast.Name):
+            names.add(value.id)
+    return names
 
 
 def _accumulated(scope: ast.AST) -> set[str]:
@@ -581,7 +605,7 @@ def _accumulated(scope: ast.AST) -> set[str]:
 
 
 def _assignments(scope: ast.AST, scope_name: str) -> list[Assignment]:
-    found = []
+    found = _parameter_defaults(scope, scope_name)
     for node in _own_nodes(scope):
         pairs = []
         if isinstance(node, ast.Assign):
@@ -598,6 +622,18 @@ def _assignments(scope: ast.AST, scope_name: str) -> list[Assignment]:
                     and type(value.value) is int:
                 found.append(Assignment(target.id, value, scope_name, value.lineno))
     return sorted(found, key=lambda a: a.line)
+
+
+def _parameter_defaults(scope: ast.AST, scope_name: str) -> list[Assignment]:
+    """The integer defaults of a function's parameters (positional and keyword-only; not bool)."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    args = scope.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + \
+        [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return [Assignment(a.arg, d, scope_name, d.lineno, parameter=True) for a, d in pairs
+            if isinstance(d, ast.Constant) and type(d.value) is int]
 
 
 def _names_reaching(call: ast.Call, scope: ast.AST) -> set[str]:

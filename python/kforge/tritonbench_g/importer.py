@@ -78,6 +78,47 @@ def harness_call(perf_source: str, op: str) -> list[str]:
     return []
 
 
+def passed_arguments(perf_source: str, op: str, source: str) -> dict[str, set[str]]:
+    """The parameters of the operator's functions that its harness passes, by qualified name: for every call
+    in the harness of a name it imports from the operator (``wrapper(x, 1024)``) or of such a class's
+    ``apply`` (an autograd Function: its ``forward``, after ``ctx``), the parameters its positional
+    arguments fill and its keywords name; a ``*args`` or ``**kwargs`` passes them all. A default of one of
+    those parameters never holds, so it is no knob (knobs_as_parameters' ``passed``)."""
+    imported = set(harness_call(perf_source, op))
+    functions: dict[str, tuple[ast.arguments, int]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in imported:
+            functions[node.name] = (node.args, 0)
+        elif isinstance(node, ast.ClassDef) and node.name in imported:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "forward":
+                    functions[f"{node.name}.apply"] = (item.args, 1)
+    passed: dict[str, set[str]] = {}
+    for call in ast.walk(ast.parse(perf_source)):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        name = func.id if isinstance(func, ast.Name) else \
+            f"{func.value.id}.{func.attr}" if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            else None
+        if name not in functions:
+            continue
+        args, skip = functions[name]
+        positional = [a.arg for a in args.posonlyargs + args.args][skip:]
+        names = set()
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            names |= set(positional) | {a.arg for a in args.kwonlyargs}
+        names |= set(positional[:len(call.args)]) | {k.arg for k in call.keywords if k.arg}
+        passed.setdefault(name.replace(".apply", ".forward"), set()).update(names)
+    return passed
+
+
+def operator_parameters(source: str, perf_source: str, op: str) -> list[dict]:
+    """The problem's parameters: the knobs of the operator's source (cut at its test block) that its harness
+    leaves to the source (program_worker.knobs_as_parameters with ``passed_arguments``)."""
+    return knobs_as_parameters(source, passed_arguments(perf_source, op, source))
+
+
 def source_lengths(data_dir: str) -> dict[str, int]:
     """output_triton_len per operator, from TritonBench_G_v1.json (absent: empty)."""
     path = os.path.join(data_dir, "TritonBench_G_v1.json")
@@ -137,13 +178,14 @@ def import_operator(data_dir: str, out_dir: str, op: str, excluded: dict, length
     with open(os.path.join(data_dir, "kernels", op + ".py"), encoding="utf-8") as f:
         source = cut_source(f.read())
     with open(os.path.join(data_dir, "perf", op + "_perf.py"), encoding="utf-8") as f:
-        calls = harness_call(f.read(), op)
+        perf_source = f.read()
+    calls = harness_call(perf_source, op)
     if not calls:
         record.update(status="error", reason=f"the harness does not import from {PACKAGE}.{op}")
         return record
     record["call"] = calls[0]
     try:
-        parameters = knobs_as_parameters(source)
+        parameters = operator_parameters(source, perf_source, op)
     except SyntaxError as e:
         record.update(status="error", reason=f"the operator does not parse: {e}")
         return record

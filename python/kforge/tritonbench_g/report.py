@@ -445,16 +445,20 @@ def kernel_text(kernels: Path | None, op: str) -> str | None:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
-def importer_knobs(text: str | None) -> tuple[str, list[dict]] | None:
+def importer_knobs(text: str | None, perf_text: str | None = None, op: str = "") -> tuple[str, list[dict]] | None:
     """An operator's source (``kernel_text``) cut at its test block, and the parameters the importer makes
-    of it now (program_worker.knobs_as_parameters): parsed once for space_size and starts_are_own. None
-    without the source or where it does not parse."""
+    of it now (importer.operator_parameters, with its harness ``perf_text`` where given: a wrapper
+    parameter's default the harness passes is no knob): parsed once for space_size and starts_are_own.
+    None without the source or where it does not parse."""
     from kforge.triton.program_worker import knobs_as_parameters
+    from kforge.tritonbench_g.importer import operator_parameters
     if text is None:
         return None
     try:
         source = cut_source(text)
-        return source, knobs_as_parameters(source)
+        if perf_text is None:
+            return source, knobs_as_parameters(source)
+        return source, operator_parameters(source, perf_text, op)
     except (source_ops.SourceOpError, SyntaxError, ValueError):
         return None
 
@@ -559,7 +563,9 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
         run_dir = runs / op
         final_path = run_dir / "final.json"
         text = kernel_text(kernels, op)
-        knobs = importer_knobs(text)
+        perf = kernels.parent / "perf" / f"{op}_perf.py" if kernels else None
+        knobs = importer_knobs(text, perf.read_text(encoding="utf-8", errors="replace")
+                               if perf and perf.is_file() else None, op)
         operators.append(Operator(
             op=op, source_len=source_len, bucket=bucket_of(source_len),
             tried=record is not None,
@@ -960,10 +966,12 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
     lines += start_lines([o for o in runnable if o.final is not None])
     again = [o for o in runnable if o.redo is not None]
     if again:
-        reasons = sorted({str(o.redo.get("reason", "")) for o in again})
+        by_reason: dict[str, list[str]] = {}
+        for o in again:
+            by_reason.setdefault(str(o.redo.get("reason", "")) or "no reason given", []).append(o.op)
         lines.append(f"- Marked to be searched again (redo.jsonl; their runs count until a new search replaces "
-                     f"them): {len(again)}: {', '.join(o.op for o in again)}"
-                     + (f" ({reasons[0]})." if len(reasons) == 1 else "."))
+                     f"them): {len(again)}: " + "; ".join(f"{', '.join(ops)} ({reason})"
+                                                          for reason, ops in by_reason.items()) + ".")
     aside = [o for o in runnable if o.set_aside and o.final is None]
     if aside:
         why = {"out_of_memory": "out of memory", "measure_timeout": "final measurement past its limit"}
