@@ -310,3 +310,80 @@ def test_a_wrapper_parameters_integer_default_is_a_knob_where_it_reaches_a_const
     assert changed == PARAMETER_DEFAULTS.replace("BLOCK=64", "BLOCK=256")
     assert source_ops.lift_literal(changed, "run:8", "num_warps", "2") == \
         changed.replace("num_warps=8):", "num_warps=2):")
+
+
+def test_a_default_that_also_shapes_a_buffer_or_is_assigned_again_is_no_knob():
+    """int8_quantization's ``BLKQ`` sizes the scales it allocates (its contract, not a tile); a default
+    the function assigns again may never be what it reads; a grid computed from the default is fine."""
+    source = ('import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\n'
+              'def k(x, B: tl.constexpr):\n    pass\n\n'
+              'def run(x, BLOCK=64, TILE=32, LAST=16):\n'
+              '    scale = torch.empty(x.numel() // TILE)\n    LAST = 8\n'
+              '    grid = (triton.cdiv(x.numel(), BLOCK),)\n'
+              '    k[grid](x, B=BLOCK)\n    k[grid](x, B=TILE)\n    k[grid](x, B=LAST)\n    return scale\n')
+    assert [(k["name"], k.get("parameter")) for k in source_ops.find_knobs(source) if k["kind"] == "literal"] == \
+        [("BLOCK", True), ("LAST", None)]
+
+
+def test_a_default_the_callers_pass_leaves_the_launch_option_its_own_knob():
+    knobs = source_ops.find_knobs(PARAMETER_DEFAULTS, passed={"run": {"num_warps"}})
+    warps = [(k["kind"], k["current"]) for k in knobs if k["name"] == "num_warps"]
+    assert warps == [("launch_keyword", source_ops.AS_WRITTEN)]
+    assert [k["name"] for k in knobs if k["kind"] == "literal"] == ["BLOCK"]
+
+
+def test_a_module_constant_a_function_binds_again_is_not_what_it_reads():
+    source = ('import triton\nimport triton.language as tl\n\nBLOCK = 32\nWIDTH = 8\n\n@triton.jit\n'
+              'def k(x, B: tl.constexpr, W: tl.constexpr):\n    pass\n\n'
+              'def run(x, BLOCK=64):\n    k[(x.numel() // BLOCK,)](x, B=BLOCK, W=WIDTH)\n\n'
+              'def other(x, BLOCK):\n    k[(BLOCK,)](x, B=BLOCK, W=4)\n')
+    literals = [(k["site"], k["name"], k.get("parameter")) for k in source_ops.find_knobs(source)
+                if k["kind"] == "literal"]
+    assert literals == [("<module>:5", "WIDTH", None), ("run:11", "BLOCK", True)]
+
+
+def test_a_launch_through_a_local_alias_of_like_kernels_is_a_launch():
+    source = ('import triton\nimport triton.language as tl\n\n@triton.jit\ndef fa(x, B: tl.constexpr):\n    pass\n\n'
+              '@triton.jit\ndef fb(x, B: tl.constexpr):\n    pass\n\n'
+              '@triton.jit\ndef fc(x, y, B: tl.constexpr):\n    pass\n\n'
+              'def run(x, alt):\n    fx = fb if alt else fa\n    fx[(1,)](x, B=16, num_warps=8)\n'
+              '    fy = fa if alt else fc\n    fy[(1,)](x, x, B=16)\n')
+    module = source_ops.Module(source)
+    assert [(launch.kernel.name, launch.site) for launch in module.launches] == [("fa", "run:18")]
+    knobs = {(k["kind"], k["name"]): k["current"] for k in source_ops.find_knobs(source)}
+    assert knobs[("launch_constexpr", "B")] == 16 and knobs[("launch_keyword", "num_warps")] == 8
+    assert "num_warps=2" in source_ops.set_launch_keyword(source, "run:18", "num_warps", 2)
+
+
+REACH = ('import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\n'
+         'def k(x, B: tl.constexpr):\n    pass\n\n'
+         'def helper(x):\n    k[(1,)](x, B=16)\n\n'
+         'def unused(x):\n    k[(1,)](x, B=32)\n\n'
+         'class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n'
+         '        helper(x)\n        return x\n\n    @staticmethod\n    def backward(ctx, g):\n'
+         '        k[(1,)](g, B=64)\n        return g\n\n'
+         'alias = Fn.apply\n')
+
+
+def test_the_functions_a_caller_reaches():
+    """From the harness's identifiers: Fn reaches forward (and from it helper), not backward, unless
+    something reached names backward; nothing names unused; the module's own code reaches what it names."""
+    assert source_ops.reachable_functions(REACH, {"Fn", "apply", "x"}) == {"Fn.forward", "helper", "k"}
+    assert "Fn.backward" in source_ops.reachable_functions(REACH, {"Fn", "apply", "backward"})
+    # `alias = Fn.apply` at module level names Fn: reached by importing the module at all
+    assert source_ops.reachable_functions(REACH, set()) == {"Fn.forward", "helper", "k"}
+    knobs = source_ops.find_knobs(REACH)
+    live = source_ops.reached_knobs(REACH, knobs, source_ops.reachable_functions(REACH, {"Fn"}))
+    assert {k["site"] for k in knobs if k["kind"] == "launch_constexpr"} == {"helper:10", "unused:13", "Fn.backward:23"}
+    assert {k["site"] for k in live} == {"helper:10"}
+
+
+def test_a_module_constant_bound_again_later_is_no_knob():
+    """A function called after the import reads a module name's last top-level binding."""
+    source = ('import triton\nimport triton.language as tl\n\nBLOCK: int = 32\nWIDTH = 4\n\n@triton.jit\n'
+              'def k(x, B: tl.constexpr, W: tl.constexpr):\n    pass\n\n'
+              'def run(x):\n    k[(1,)](x, B=BLOCK, W=WIDTH)\n\nBLOCK = 64\n'
+              'if x := 0:\n    WIDTH = 8\n')
+    literals = [(k["site"], k["name"], k["current"]) for k in source_ops.find_knobs(source) if k["kind"] == "literal"]
+    # WIDTH's later binding is conditional, so both of its literals stay (each may be the one read)
+    assert literals == [("<module>:5", "WIDTH", 4), ("<module>:14", "BLOCK", 64), ("<module>:16", "WIDTH", 8)]

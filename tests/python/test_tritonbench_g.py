@@ -134,12 +134,39 @@ def test_the_harness_passes_what_its_calls_fill():
               "def other(x, BLOCK=8):\n    pass\n")
     perf = ("from TritonBench_v1.op import wrap, Fn\n\nclass P:\n    def call_op(self, t):\n"
             "        wrap(t, t, 128)\n        wrap(t, t, nw=8)\n        Fn.apply(t)\n        other(t, 4)\n")
-    assert importer.passed_arguments(perf, "op", source) == {
-        "wrap": {"x", "y", "BLOCK", "nw"}, "Fn.forward": {"x"}}
+    # what every call passes: wrap's BLOCK and nw are each left out by one call
+    assert importer.passed_arguments(perf, "op", source) == {"wrap": {"x", "y"}, "Fn.forward": {"x"}}
     starred = perf.replace("Fn.apply(t)", "Fn.apply(*t)")
     assert importer.passed_arguments(starred, "op", source)["Fn.forward"] == {"x", "block"}
     everything = perf.replace("wrap(t, t, nw=8)", "wrap(**t)")
-    assert importer.passed_arguments(everything, "op", source)["wrap"] == {"x", "y", "BLOCK", "nw", "STAGES"}
+    assert importer.passed_arguments(everything, "op", source)["wrap"] == {"x", "y", "BLOCK"}
+    # the module's own calls count too: caller() leaves BLOCK and nw to their defaults
+    both = perf.replace("wrap(t, t, 128)", "wrap(t, t, 128, 4)").replace("wrap(t, t, nw=8)", "wrap(t, t, 32, nw=8)")
+    assert importer.passed_arguments(both, "op", source)["wrap"] == {"x", "y", "BLOCK", "nw"}
+    inner = source + "\ndef caller(t):\n    return wrap(t, t)\n"
+    assert importer.passed_arguments(both, "op", inner)["wrap"] == {"x", "y"}
+    # `import ... as`, a module-level alias of an apply, a forward without ctx
+    aliased = ("from TritonBench_v1.op import wrap as w, fn\n\nclass P:\n    def call_op(self, t):\n"
+               "        w(t, t, 128)\n        fn(t, 16)\n")
+    source_alias = source.replace("def forward(ctx, x, block=32)", "def forward(x, block=32)") + "fn = Fn.apply\n"
+    assert importer.passed_arguments(aliased, "op", source_alias) == {
+        "wrap": {"x", "y", "BLOCK"}, "Fn.forward": {"x", "block"}}
+
+
+def test_the_problem_has_only_knobs_its_harness_can_reach():
+    """operator_parameters: not a backward the harness never runs, not a default it passes."""
+    source = ("import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\n"
+              "def k(x, B: tl.constexpr):\n    pass\n\n"
+              "def fwd(x, BLOCK=64, STAGES=2):\n    k[(1,)](x, B=BLOCK, num_stages=STAGES)\n\n"
+              "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x, block=64):\n"
+              "        fwd(x, block)\n        return x\n\n    @staticmethod\n    def backward(ctx, g):\n"
+              "        k[(1,)](g, B=128, num_warps=8)\n        return g\n")
+    perf = "from TritonBench_v1.op import Fn\n\nclass P:\n    def call_op(self, t):\n        return Fn.apply(t)\n"
+    params = importer.operator_parameters(source, perf, "op")
+    # forward passes fwd's BLOCK always (its default never holds); forward's own `block` reaches no launch
+    assert [(p["name"], p["knob"]) for p in params] == [
+        ("STAGES", {"literal": "fwd:9"}), ("num_warps", {"launch": "fwd:10"})]
+    assert importer.passed_arguments(perf, "op", source) == {"Fn.forward": {"x"}, "fwd": {"x", "BLOCK"}}
 
 
 def test_importer_workers_go_to_both_arms_and_are_bounded(data, tmp_path):

@@ -144,3 +144,18 @@ def test_an_operator_marked_to_search_again_replaces_its_run_and_keeps_the_old_o
     accept.accept(str(archive), str(campaign), set(), out=io.StringIO())
     assert sorted(p.name for p in (campaign / "superseded" / "old").iterdir()) == ["1", "2"]
     assert (campaign / "redo.jsonl").read_text() == ""
+
+
+def test_a_first_verdict_for_an_operator_marked_clears_its_mark_and_moved_runs_follow_the_table(tmp_path):
+    archive, campaign = make_chunk(tmp_path)
+    (campaign / "redo.jsonl").write_text(json.dumps({"op": "good", "reason": "r", "date": "d"}) + "\n"
+                                         + json.dumps({"op": "old", "reason": "r", "date": "d"}) + "\n")
+    out = io.StringIO()
+    rows = {r["op"]: r["verdict"] for r in accept.accept(str(archive), str(campaign), set(), out=out)}
+    assert rows["good"] == "take" and rows["old"] == "take (again)"
+    assert (campaign / "redo.jsonl").read_text() == ""  # both done: a first verdict clears the mark too
+    assert not (campaign / "superseded" / "good").exists()  # nothing was committed to move
+    lines = out.getvalue().splitlines()
+    table_end = max(i for i, line in enumerate(lines) if line.startswith("|"))
+    moved = [i for i, line in enumerate(lines) if "the committed run moved to" in line]
+    assert moved and all(i > table_end for i in moved)

@@ -564,7 +564,7 @@ def test_cupti_throughput_marks_the_original_at_bound_and_goes_to_the_csv(campai
 def test_final_json_fields_of_the_campaigns_settings_are_checked(key, bad, words):
     good = report.parse_final(final("op", [1.0], {}), Path("final.json"))
     assert (good.ops_at_once, good.workers_per_device, good.start_configurations, good.arms_together,
-            good.start_is_original, good.gpus_at_once) == (1, 2, 0, False, False, 1)  # the defaults of files that lack them
+            good.start_is_original, good.gpus_at_once) == (1, 2, 0, False, None, 1)  # the defaults of files that lack them
     with pytest.raises(report.ReportError, match=words):
         report.parse_final({**final("op", [1.0], {}), key: bad}, Path("final.json"))
 
@@ -768,26 +768,35 @@ def test_the_starts_are_the_originals_own_only_without_autotune_extras_or_comput
 
 
 def test_where_the_searches_started(campaign):
-    """start_kind: the flag in final.json, else the first trial against the original's configuration as the
-    importer makes it now; the coverage line names the operators that started elsewhere."""
+    """start_kind: final.json's flag where it says; where it is absent (older files), or false for an
+    original whose autotune list chooses nothing (the flag is false wherever an autotune knob is), the
+    first trial against the original's configuration as the importer makes it now, compared only where
+    the knob names are the same; the coverage line names the operators that started elsewhere."""
     op = next(o for o in loaded(campaign) if o.op == "op_win")
-    op.autotuned, op.final.start_configurations, op.final.start_is_original = False, 0, False
+    op.autotuned, op.final.start_configurations, op.final.start_is_original = False, 0, None
     assert report.start_kind(op) == "none"  # searched before starts existed
     op.final.start_configurations = 1
     op.original_configuration = {"BLOCK": 32}  # sequence 0 of three_configs
     assert report.start_kind(op) == "original"
     op.original_configuration = {"BLOCK": 64}
     assert report.start_kind(op) == "elsewhere"
-    op.original_configuration = None  # an autotuner or a heuristic decides a value: it cannot be the original
-    assert report.start_kind(op) == "elsewhere"
+    op.original_configuration = {"BLOCK": 32, "num_warps": 4}  # the importer's knobs changed since
+    assert report.start_kind(op) == "unknown"
+    op.original_configuration = None  # an autotuner or a heuristic decides a value
+    assert report.start_kind(op) == "unknown"
     op.final.start_is_original = True
+    assert report.start_kind(op) == "original"
+    op.final.start_is_original = False
+    assert report.start_kind(op) == "elsewhere"
+    op.list_knobs, op.original_configuration = True, {"BLOCK": 32}  # a list of one: its entry is the start
     assert report.start_kind(op) == "original"
     op.autotuned = True
     assert report.start_kind(op) == "autotune"
-    op.autotuned, op.final.start_is_original = False, False
+    op.autotuned, op.list_knobs, op.final.start_is_original = False, False, None
     op.trials = {"kforge": [], "random": None}
     assert report.start_kind(op) == "unknown"
     op.trials = {"kforge": three_configs([0.5, 0.6, 0.7], [1, 2, 3]), "random": None}
+    op.final.start_is_original = False
     (line,) = report.start_lines([op])
     assert "the original's launch 0;" in line and "elsewhere 1," in line and line.endswith(": op_win (2.00x).")
 

@@ -1009,7 +1009,8 @@ def serve(worker: Worker, lines, out) -> int:
     return line_protocol.serve(lines, out, handle, failure)
 
 
-def knobs_as_parameters(source: str, passed: dict[str, set[str]] | None = None) -> list[dict]:
+def knobs_as_parameters(source: str, passed: dict[str, set[str]] | None = None,
+                        reached: set[str] | None = None) -> list[dict]:
     """find_knobs' knobs as a problem's parameters (one per knob that can be tuned). A heuristic's flag that
     states a fact about the call's arguments (``IS_EVEN_M``: ``args["N_CTX"] % args["BLOCK_M"] == 0``) is
     not one: pinned to the fact it is what the heuristic gives, against it slower (False) or wrong
@@ -1023,12 +1024,16 @@ def knobs_as_parameters(source: str, passed: dict[str, set[str]] | None = None) 
     parameter without a default starts at its first value.
 
     ``passed``: the arguments the program's callers pass, by function (``{"wrapper": {"BLOCK"}}``, the
-    qualified names of find_knobs' sites): a parameter's default there is no knob (it never holds)."""
+    qualified names of find_knobs' sites): a parameter's default there is no knob (it never holds; a
+    launch option written as that parameter's name then has its own, as written).
+    ``reached``: the functions that run (source_ops.reachable_functions); a knob elsewhere (an autograd
+    ``backward`` the caller never runs) is none (source_ops.reached_knobs)."""
     params, seen = [], set()
-    for k in source_ops.find_knobs(source):
+    knobs = source_ops.find_knobs(source, passed)
+    if reached is not None:
+        knobs = source_ops.reached_knobs(source, knobs, reached)
+    for k in knobs:
         if k.get("error") or not k["suggested"] or k["name"] is None or k.get("argument_fact"):
-            continue
-        if k.get("parameter") and k["name"] in (passed or {}).get(k["site"].rpartition(":")[0], ()):
             continue
         if k["kind"] in ("autotune", "heuristic"):
             knob = {k["kind"]: k["kernel"]}

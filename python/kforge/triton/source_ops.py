@@ -258,6 +258,10 @@ def _own_nodes(scope: ast.AST) -> Iterable[ast.AST]:
 
 
 def _launches_in(scope: ast.AST, scope_name: str, kernels: dict[str, Kernel]) -> Iterable[Launch]:
+    """The launches ``kernel[grid](...)`` of a scope, the kernel named directly or through a local alias
+    (``fx = _gemma_forward if gemma else _forward`` ... ``fx[grid](...)``: TritonBench-G's
+    fast_rms_layernorm) whose kernels take the same parameters (the alias's first, in name order)."""
+    aliases = _kernel_aliases(scope, kernels)
     found = []
     for node in _own_nodes(scope):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
@@ -266,7 +270,43 @@ def _launches_in(scope: ast.AST, scope_name: str, kernels: dict[str, Kernel]) ->
                 target.attr if isinstance(target, ast.Attribute) else None
             if name in kernels:
                 found.append(Launch(kernels[name], node, node.func.slice, scope_name))
+            elif isinstance(target, ast.Name) and name in aliases:
+                found.append(Launch(aliases[name], node, node.func.slice, scope_name))
     return sorted(found, key=lambda launch: (launch.call.lineno, launch.call.col_offset))
+
+
+def _kernel_aliases(scope: ast.AST, kernels: dict[str, Kernel]) -> dict[str, Kernel]:
+    """Local names every assignment of which is a kernel's name or a conditional choice among kernels'
+    names, the kernels alike in parameters and constexprs (not themselves kernels): name -> the first."""
+    values: dict[str, list[ast.expr]] = {}
+    for node in _own_nodes(scope):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            values.setdefault(node.target.id, []).append(None)
+
+    def choices(value: ast.expr | None) -> list[str] | None:
+        if isinstance(value, ast.Name):
+            return [value.id] if value.id in kernels else None
+        if isinstance(value, ast.IfExp):
+            body, orelse = choices(value.body), choices(value.orelse)
+            return body + orelse if body is not None and orelse is not None else None
+        return None
+
+    aliases = {}
+    for name, assigned in values.items():
+        if name in kernels:
+            continue
+        options = [choices(v) for v in assigned]
+        if not options or any(o is None for o in options):
+            continue
+        chosen = sorted({k for o in options for k in o})
+        first = kernels[chosen[0]]
+        if all(kernels[k].params == first.params and kernels[k].constexprs == first.constexprs for k in chosen):
+            aliases[name] = first
+    return aliases
 
 
 # --- text edits --------------------------------------------------------------------------------------
@@ -452,7 +492,7 @@ def _heuristic_names(module: Module, kernel: Kernel, strict: bool = True) -> set
 
 # --- find_knobs --------------------------------------------------------------------------------------
 
-def find_knobs(source: str) -> list[dict]:
+def find_knobs(source: str, passed: dict[str, set[str]] | None = None) -> list[dict]:
     """Every tuning knob of the source, in source order. A knob is a dict:
 
     ``kind``: ``launch_constexpr`` (a literal keyword argument for a ``tl.constexpr`` parameter at a
@@ -478,7 +518,8 @@ def find_knobs(source: str) -> list[dict]:
     """
     module = Module(source)
     knobs = []
-    literals = [_literal_candidates(module, launch) for launch in module.launches]
+    literals = [_literal_candidates(module, launch, (passed or {}).get(launch.function, set()))
+                for launch in module.launches]
     for launch, reaching in zip(module.launches, literals):
         knobs += _launch_knobs(module, launch, reaching)
     knobs += _literal_knobs(module, literals)
@@ -567,21 +608,65 @@ def _literal_knobs(module: Module, literals: list[list[Assignment]]) -> list[dic
     return knobs
 
 
-def _literal_candidates(module: Module, launch: Launch) -> list[Assignment]:
+def _literal_candidates(module: Module, launch: Launch, passed: set[str] = frozenset()) -> list[Assignment]:
     """The integer-literal assignments whose names reach ``launch``: its function's own (a parameter's
-    default only where the launch passes the parameter to a constexpr or as a launch option), then the
-    module's that no local assignment shadows; not the start of an accumulator (a name its scope
+    default only where the launch passes the parameter to a constexpr or as a launch option, and the
+    function uses it nowhere but in its launches and their grids: one that also shapes a buffer, such as
+    int8_quantization's ``BLKQ`` sizing the scales, is the operator's contract; nor one the callers
+    pass, ``passed``), then the module's that the function does not shadow; not the start of an accumulator (a name its scope
     updates in place, ``N = 1`` ... ``N *= shape[i]``): that literal is the identity of the update, and
     any other value is wrong (TritonBench-G's mean_reduction: 64 of random search's 75 trials, 2026-12-08)."""
     scope = module.scopes[launch.function]
     compile_time = _compile_time_names(launch)
-    local = [a for a in _assignments(scope, launch.function) if not a.parameter or a.name in compile_time]
+    launches = [other for other in module.launches if other.function == launch.function]
+    local = [a for a in _assignments(scope, launch.function)
+             if not a.parameter or (a.name in compile_time and a.name not in passed
+                                    and _launch_only(scope, a.name, launches))]
     used = _names_reaching(launch.call, scope) - _accumulated(scope)
-    globals_ = _assignments(module.tree, "<module>") if launch.function != "<module>" else []
-    local_names = {a.name for a in local}
-    global_names = used - _accumulated(module.tree)
-    return [a for a in local if a.name in used] + \
-        [g for g in globals_ if g.name not in local_names and g.name in global_names]
+    globals_ = [g for g in _assignments(module.tree, "<module>") if not _rebound_later(module.tree, g)] \
+        if launch.function != "<module>" else []
+    global_names = used - _accumulated(module.tree) - _local_names(scope)
+    return [a for a in local if a.name in used] + [g for g in globals_ if g.name in global_names]
+
+
+def _rebound_later(tree: ast.Module, assignment: Assignment) -> bool:
+    """Whether a later top-level statement binds the name of a top-level ``assignment`` again, unconditionally
+    (an assignment, a def, a class, an import; not one inside ``if``/``for``/``try``: fast_ce_loss writes
+    ``MAX_FUSED_SIZE = 65536`` twice): a function called after the import reads the last."""
+    statements = tree.body
+    at = next((i for i, s in enumerate(statements)
+               if any(n is assignment.value for n in ast.walk(s))), None)
+    if at is None:
+        return False
+    for later in statements[at + 1:]:
+        bound: set[str] = set()
+        if isinstance(later, (ast.Assign, ast.AnnAssign)) and later.value is not None:
+            targets = later.targets if isinstance(later, ast.Assign) else [later.target]
+            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(later, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound = {later.name}
+        elif isinstance(later, (ast.Import, ast.ImportFrom)):
+            bound = {(a.asname or a.name).split(".")[0] for a in later.names}
+        if assignment.name in bound:
+            return True
+    return False
+
+
+def _local_names(scope: ast.AST) -> set[str]:
+    """The names a function binds (its parameters, and every name it assigns, unless declared global):
+    a module constant of the same name is not what it reads. None for the module itself."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return set()
+    args = scope.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    declared = set()
+    for node in _own_nodes(scope):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+    return names - declared
 
 
 def _compile_time_names(launch: Launch) -> set[str]:
@@ -596,6 +681,48 @@ def _compile_time_names(launch: Launch) -> set[str]:
         if isinstance(value, ast.Name):
             names.add(value.id)
     return names
+
+
+def _launch_only(scope: ast.AST, name: str, launches: list[Launch]) -> bool:
+    """Whether the scope reads ``name`` only in ``launches``' grids, constexpr arguments and launch options,
+    and in assignments to names that are themselves read only so (``grid = (triton.cdiv(n, BLOCK),)``):
+    not in a runtime argument, a buffer passed to a kernel, a return value or a test."""
+    inside = {id(n) for launch in launches for part in _compile_time_parts(launch) for n in ast.walk(part)}
+    owner: dict[int, ast.Assign] = {}
+    for node in _own_nodes(scope):
+        if isinstance(node, ast.Assign):
+            for n in ast.walk(node.value):
+                owner[id(n)] = node
+    checking: set[str] = set()
+
+    def only(n: str) -> bool:
+        if n in checking:  # a cycle of assignments: decided by its other reads
+            return True
+        checking.add(n)
+        for node in _own_nodes(scope):
+            if not (isinstance(node, ast.Name) and node.id == n and isinstance(node.ctx, ast.Load)):
+                continue
+            if id(node) in inside:
+                continue
+            assign = owner.get(id(node))
+            targets = [t for target in assign.targets for t in ast.walk(target) if isinstance(t, ast.expr)] \
+                if assign else []
+            if not targets or not all(isinstance(t, (ast.Name, ast.Tuple)) for t in targets) or \
+                    not all(only(t.id) for t in targets if isinstance(t, ast.Name)):
+                return False
+        return True
+    return only(name)
+
+
+def _compile_time_parts(launch: Launch) -> list[ast.expr]:
+    """A launch's grid, and the values it passes to constexpr parameters or as launch options."""
+    parts = [launch.grid]
+    for name in list(launch.kernel.constexprs) + list(LAUNCH_OPTIONS):
+        keyword = launch.keyword(name)
+        value = keyword.value if keyword is not None else launch.positional(name)
+        if value is not None:
+            parts.append(value)
+    return parts
 
 
 def _accumulated(scope: ast.AST) -> set[str]:
@@ -625,15 +752,17 @@ def _assignments(scope: ast.AST, scope_name: str) -> list[Assignment]:
 
 
 def _parameter_defaults(scope: ast.AST, scope_name: str) -> list[Assignment]:
-    """The integer defaults of a function's parameters (positional and keyword-only; not bool)."""
+    """The integer defaults of a function's parameters (positional and keyword-only; not bool) that the
+    function does not assign again (the value it then reads may not be the default)."""
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []
+    assigned = {n.id for n in _own_nodes(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     args = scope.args
     positional = args.posonlyargs + args.args
     pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + \
         [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
     return [Assignment(a.arg, d, scope_name, d.lineno, parameter=True) for a, d in pairs
-            if isinstance(d, ast.Constant) and type(d.value) is int]
+            if isinstance(d, ast.Constant) and type(d.value) is int and a.arg not in assigned]
 
 
 def _names_reaching(call: ast.Call, scope: ast.AST) -> set[str]:
@@ -728,6 +857,86 @@ def _sorted_unique(values: Iterable[Any]) -> list:
         return sorted(unique, key=lambda v: (v is not None, v))
     except TypeError:
         return unique
+
+
+# --- reachability ------------------------------------------------------------------------------------
+
+def reachable_functions(source: str, references: Iterable[str]) -> set[str]:
+    """The functions of the source (qualified names, as find_knobs' sites name them) that may run when a
+    caller that uses the identifiers ``references`` (a harness's names and attributes) calls into the
+    module: a function is reached when a reached function, the module's top-level code or the caller
+    names it (by its last name: ``wrapper``, ``self.helper``); a class named so reaches its methods, but
+    an autograd Function's ``backward`` only where something reached names ``backward`` (``loss.backward()``),
+    since ``Fn.apply`` runs ``forward`` alone. Over-approximate otherwise: any name that could be the
+    function counts. A knob in a function outside the set never takes effect."""
+    module = Module(source)
+    functions = {name: node for name, node in module.scopes.items() if name != "<module>"}
+    classes = _classes(module.tree)
+    by_last: dict[str, list[str]] = {}
+    for name in functions:
+        by_last.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    reached: set[str] = set()
+    seen_ids: set[str] = set()
+    work = list(references) + sorted(_identifiers(module.tree, own_only=True))
+    while work:
+        identifier = work.pop()
+        if identifier in seen_ids:
+            continue
+        seen_ids.add(identifier)
+        targets = list(by_last.get(identifier, []))  # a method named backward: only by that name
+        for cls in classes.get(identifier, []):
+            targets += [f for f in functions if f.startswith(cls + ".") and f.count(".") == cls.count(".") + 1
+                        and not f.endswith(".backward")]
+        for function in targets:
+            if function not in reached:
+                reached.add(function)
+                work += sorted(_identifiers(functions[function]))
+    return reached
+
+
+def reached_knobs(source: str, knobs: list[dict], reached: set[str]) -> list[dict]:
+    """find_knobs' ``knobs`` of ``source`` that can take effect when only the functions ``reached``
+    (reachable_functions') and the module's top-level code run: a launch's or a literal's knob where its
+    site's function is reached; an autotune or heuristic knob where some launch of its kernel is (or none
+    is found: the kernel may be launched in a way this module does not show)."""
+    module = Module(source)
+    live = set(reached) | {"<module>"}
+    launched: dict[str, bool] = {}
+    for launch in module.launches:
+        launched[launch.kernel.name] = launched.get(launch.kernel.name, False) or launch.function in live
+    return [k for k in knobs
+            if (launched.get(k["kernel"], True) if k["kind"] in ("autotune", "heuristic")
+                else k["site"].rpartition(":")[0] in live)]
+
+
+def _classes(tree: ast.Module) -> dict[str, list[str]]:
+    """Class name -> the qualified prefixes of the classes so named (``Outer.Inner``, ``f.Local``)."""
+    found: dict[str, list[str]] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                found.setdefault(child.name, []).append(prefix + child.name)
+                visit(child, prefix + child.name + ".")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+    visit(tree, "")
+    return found
+
+
+def _identifiers(node: ast.AST, own_only: bool = False) -> set[str]:
+    """The names a function's body (or, ``own_only``, the module's top-level code outside its functions and
+    classes' methods) reads and the attributes it takes, with its decorators'."""
+    nodes = _own_nodes(node) if own_only else ast.walk(node)
+    found = set()
+    for n in nodes:
+        if isinstance(n, ast.Name):
+            found.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            found.add(n.attr)
+    return found
 
 
 # --- site operators ----------------------------------------------------------------------------------

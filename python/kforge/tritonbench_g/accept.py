@@ -168,7 +168,7 @@ def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: b
         chunk = os.path.join(tmp, "runs")
         if not os.path.isdir(chunk):
             raise SystemExit(f"{archive}: no runs/ folder inside")
-        rows = []
+        rows, moved = [], []
         print("| op | card | kforge ok/all | random ok/all | final.json | correct | verdict |", file=out)
         print("|---|---|---|---|---|---|---|", file=out)
         for op in sorted(os.listdir(chunk)):
@@ -185,10 +185,13 @@ def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: b
                   f"{'yes' if row['final'] else 'no'} | {correct} | {row['verdict']}{note} |", file=out)
             if row["verdict"].startswith("take") and not dry_run:
                 target = os.path.join(runs_dir, op)
-                if op in redo and committed:
-                    print(f"{op}: the committed run moved to {supersede(runs_dir, op, redo.pop(op))}", file=out)
+                record = redo.pop(op, None)  # searched again, or a first verdict for one marked: done
+                if record is not None and committed:
+                    moved.append(f"{op}: the committed run moved to {supersede(runs_dir, op, record)}")
                 shutil.rmtree(target, ignore_errors=True)
                 shutil.copytree(folder, target)
+        for line in moved:  # after the table, which a line inside would break
+            print(line, file=out)
         if not dry_run and redo_path.exists():
             redo_path.write_text("".join(json.dumps(r) + "\n" for r in redo.values()), encoding="utf-8")
         unknown = skip - {r["op"] for r in rows}

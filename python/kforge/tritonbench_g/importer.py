@@ -38,6 +38,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from kforge.tritonbench_g.harness import END_MARKER, PACKAGE, cut_source  # noqa: E402
+from kforge.triton import source_ops  # noqa: E402
 from kforge.triton.program_worker import knobs_as_parameters, start_configurations  # noqa: E402
 
 SEARCH_SIZES = "spread:3"
@@ -79,44 +80,91 @@ def harness_call(perf_source: str, op: str) -> list[str]:
 
 
 def passed_arguments(perf_source: str, op: str, source: str) -> dict[str, set[str]]:
-    """The parameters of the operator's functions that its harness passes, by qualified name: for every call
-    in the harness of a name it imports from the operator (``wrapper(x, 1024)``) or of such a class's
-    ``apply`` (an autograd Function: its ``forward``, after ``ctx``), the parameters its positional
-    arguments fill and its keywords name; a ``*args`` or ``**kwargs`` passes them all. A default of one of
-    those parameters never holds, so it is no knob (knobs_as_parameters' ``passed``)."""
-    imported = set(harness_call(perf_source, op))
-    functions: dict[str, tuple[ast.arguments, int]] = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in imported:
-            functions[node.name] = (node.args, 0)
-        elif isinstance(node, ast.ClassDef) and node.name in imported:
+    """The parameters of the operator's functions that every call of them passes, by qualified name. The
+    calls: the harness's of a name it imports from the operator (``wrapper(x, 1024)``; ``import ... as``
+    followed) and the module's own of its functions, each by name, by a class's ``apply`` (an autograd
+    Function: its ``forward``, after ``ctx`` where forward takes one) or by a module-level alias of
+    either (``layer_norm = LayerNorm.apply``); a call passes the parameters its positional arguments fill
+    and its keywords name (``*args`` or ``**kwargs``: all of them). A default of a parameter every call
+    passes never holds, so it is no knob (find_knobs' ``passed``); one that some call leaves out stays."""
+    imported = _imported_names(perf_source, op)  # the harness's name -> the operator's
+    tree = ast.parse(source)
+    callables: dict[str, tuple[str, ast.arguments, int]] = {}  # the module's name -> (function, arguments, skip)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            callables[node.name] = (node.name, node.args, 0)
+        elif isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == "forward":
-                    functions[f"{node.name}.apply"] = (item.args, 1)
+                    positional = item.args.posonlyargs + item.args.args
+                    skip = 1 if positional and positional[0].arg == "ctx" else 0
+                    callables[f"{node.name}.apply"] = (f"{node.name}.forward", item.args, skip)
+    for node in tree.body:  # module-level aliases: name = function / name = Class.apply
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target = _dotted(node.value)
+            if target in callables:
+                callables[node.targets[0].id] = callables[target]
     passed: dict[str, set[str]] = {}
-    for call in ast.walk(ast.parse(perf_source)):
-        if not isinstance(call, ast.Call):
+    module_names = {name: name for name in callables if "." not in name} | \
+        {name.split(".")[0]: name.split(".")[0] for name in callables}
+    calls = [(call, imported) for call in ast.walk(ast.parse(perf_source)) if isinstance(call, ast.Call)] + \
+        [(call, module_names) for call in ast.walk(tree) if isinstance(call, ast.Call)]
+    for call, names_in_scope in calls:
+        name = _dotted(call.func)
+        if name is None:
             continue
-        func = call.func
-        name = func.id if isinstance(func, ast.Name) else \
-            f"{func.value.id}.{func.attr}" if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-            else None
-        if name not in functions:
+        head, _, rest = name.partition(".")
+        if head not in names_in_scope:
             continue
-        args, skip = functions[name]
+        resolved = names_in_scope[head] + ("." + rest if rest else "")
+        if resolved not in callables:
+            continue
+        function, args, skip = callables[resolved]
         positional = [a.arg for a in args.posonlyargs + args.args][skip:]
         names = set()
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
             names |= set(positional) | {a.arg for a in args.kwonlyargs}
         names |= set(positional[:len(call.args)]) | {k.arg for k in call.keywords if k.arg}
-        passed.setdefault(name.replace(".apply", ".forward"), set()).update(names)
+        passed[function] = passed[function] & names if function in passed else names
     return passed
 
 
+def _imported_names(perf_source: str, op: str) -> dict[str, str]:
+    """The names the harness binds from ``TritonBench_v1.<op>``: its own name -> the operator's."""
+    for node in ast.walk(ast.parse(perf_source)):
+        if isinstance(node, ast.ImportFrom) and node.module == f"{PACKAGE}.{op}":
+            return {a.asname or a.name: a.name for a in node.names}
+    return {}
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a`` or ``a.b`` for a name or one attribute of a name; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def harness_identifiers(perf_source: str) -> set[str]:
+    """Every name and attribute the harness uses: what it may call in the operator's module."""
+    found = set()
+    for node in ast.walk(ast.parse(perf_source)):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+    return found
+
+
 def operator_parameters(source: str, perf_source: str, op: str) -> list[dict]:
-    """The problem's parameters: the knobs of the operator's source (cut at its test block) that its harness
-    leaves to the source (program_worker.knobs_as_parameters with ``passed_arguments``)."""
-    return knobs_as_parameters(source, passed_arguments(perf_source, op, source))
+    """The problem's parameters: the knobs of the operator's source (cut at its test block) that can take
+    effect under its harness (program_worker.knobs_as_parameters): not a wrapper parameter's default the
+    harness passes (``passed_arguments``), nor a knob in code the harness never runs
+    (source_ops.reachable_functions from ``harness_identifiers``: an autograd Function's backward, a
+    backward wrapper nothing calls)."""
+    reached = source_ops.reachable_functions(source, harness_identifiers(perf_source))
+    return knobs_as_parameters(source, passed_arguments(perf_source, op, source), reached)
 
 
 def source_lengths(data_dir: str) -> dict[str, int]:

@@ -211,8 +211,8 @@ class Final:
     start_configurations: int = 0
     # whether the first start configuration is what the original runs (final.json's ``start_is_original``,
     # program_worker.start_is_original: no autotune or heuristic knob, every parameter's default the
-    # source's or Triton's); False where not recorded
-    start_is_original: bool = False
+    # source's or Triton's); None where not recorded (files older than the flag)
+    start_is_original: bool | None = None
     # CUPTI metrics on the largest size (final.json's ``cupti``): program name -> {metric: value}; older
     # final.json files and runs where the profiler could not run have none.
     cupti: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
@@ -321,7 +321,8 @@ def parse_final(data: Any, path: Path) -> Final:
                  workers_per_device=_whole(data, "workers_per_device", 2, 1, path), gpu=gpu,
                  gpu_fault_by=fault["program"] if fault else None,
                  start_configurations=_whole(data, "start_configurations", 0, 0, path),
-                 start_is_original=_flag(data, "start_is_original", path), cupti=cupti_programs,
+                 start_is_original=_flag(data, "start_is_original", path) if "start_is_original" in data else None,
+                 cupti=cupti_programs,
                  search_flush_bytes=None if flush is None else int(flush),
                  autotune_first_calls_s=None if late else first_calls, autotune_first_calls_late=late,
                  original_unstable_elements=_optional_number(original.get("unstable_elements"), path,
@@ -363,6 +364,8 @@ class Operator:
     # the original's launch as a configuration of the importer's space now (original_configuration); None
     # where an autotune list or a heuristic decides a value, without its source, or where it does not parse
     original_configuration: dict | None = None
+    # the importer's space has an autotune or heuristic knob (its list or table gives the original's value)
+    list_knobs: bool = False
     # redo.jsonl's record of it: marked to be searched again (a fault fixed since its search); its runs
     # count until a new search replaces them (accept moves them to superseded/)
     redo: dict | None = None
@@ -578,7 +581,8 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
             autotuned=has_autotune(text),
             set_aside=set_aside.get(op, []), stops=read_stops(run_dir), space_size=space_size(knobs),
             starts_are_own=starts_are_own(knobs),
-            original_configuration=original_configuration(knobs, has_autotune(text)), redo=redo.get(op)))
+            original_configuration=original_configuration(knobs, has_autotune(text)), redo=redo.get(op),
+            list_knobs=knobs is not None and any({"autotune", "heuristic"} & set(p["knob"]) for p in knobs[1])))
     unknown = sorted((set(runnable) | run_names | set(redo)) - set(lengths))
     return operators, unknown
 
@@ -999,7 +1003,8 @@ def start_kind(operator: Operator) -> str:
     starts existed, 2026-12-07), ``autotune`` (an autotuned original: its list's entries), ``original``
     (the first trial was the original's launch: final.json's ``start_is_original``, or, in files older
     than that flag, the first trial's configuration is ``original_configuration``), ``unknown`` (neither
-    the flag nor a first trial says: no trial was recorded) or ``elsewhere`` (a
+    the flag nor a first trial says: no trial of sequence 0, or one whose knobs are not the importer's
+    now) or ``elsewhere`` (a
     knob without the original's value as its default started at its first value: a launch option the
     source computes, or a launch keyword beside the literal it names; the importer's faults fixed on
     2026-12-08)."""
@@ -1008,14 +1013,21 @@ def start_kind(operator: Operator) -> str:
         return "none"
     if operator.autotuned:
         return "autotune"
-    if final.start_is_original:
-        return "original"
+    if final.start_is_original or (final.start_is_original is False and not operator.list_knobs):
+        return "original" if final.start_is_original else "elsewhere"
+    # The flag is absent, or false for an original whose autotune list chooses nothing (the flag is false
+    # wherever an autotune knob is): the first trial decides.
     first = next((t for arm in METHODS for t in operator.trials.get(arm) or [] if t.get("sequence") == 0), None)
     if first is None:
         return "unknown"
-    same = operator.original_configuration is not None \
-        and first.get("configuration") == operator.original_configuration
-    return "original" if same else "elsewhere"
+    # Older than the flag: the first trial against the original's configuration as the importer makes it
+    # now. Knob names follow the importer of the search's day (a suffix counts same-named knobs before
+    # it), so only the same set of names compares; another set says the importer changed since.
+    configuration = first.get("configuration") or {}
+    original = operator.original_configuration
+    if original is None or set(configuration) != set(original):
+        return "unknown"
+    return "original" if configuration == original else "elsewhere"
 
 
 def start_lines(judged: list[Operator]) -> list[str]:
@@ -1032,7 +1044,7 @@ def start_lines(judged: list[Operator]) -> list[str]:
             f"{len(kinds['original'])}; the entries of its @triton.autotune list {len(kinds['autotune'])}; "
             f"before start configurations existed {len(kinds['none'])}"
             + (f" ({', '.join(o.op for o in kinds['none'])})" if kinds["none"] else "")
-            + f"; no trial recorded to tell "
+            + f"; not known (final.json older than its flag, and no first trial with today's knobs to tell) "
             f"{len(kinds['unknown'])}; elsewhere {len(kinds['elsewhere'])}, "
             "a knob without the original's value as its default at its first value (a launch option the source "
             "computes, or a launch keyword beside the literal it names; the importer gives both their original "
