@@ -387,3 +387,15 @@ def test_a_module_constant_bound_again_later_is_no_knob():
     literals = [(k["site"], k["name"], k["current"]) for k in source_ops.find_knobs(source) if k["kind"] == "literal"]
     # WIDTH's later binding is conditional, so both of its literals stay (each may be the one read)
     assert literals == [("<module>:5", "WIDTH", 4), ("<module>:14", "BLOCK", 64), ("<module>:16", "WIDTH", 8)]
+
+
+def test_code_that_runs_at_import_reaches_what_it_names():
+    """A class body's ``forward = staticmethod(_fwd)`` and a decorator's argument run at import."""
+    source = ('import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\n'
+              'def k(x, B: tl.constexpr):\n    pass\n\n'
+              'def _fwd(ctx, x):\n    k[(1,)](x, B=16)\n    return x\n\n'
+              'def register(f):\n    return lambda fn: fn\n\ndef hook(x):\n    k[(1,)](x, B=32)\n\n'
+              'class Fn(torch.autograd.Function):\n    forward = staticmethod(_fwd)\n\n'
+              '@register(hook)\ndef unrelated(x):\n    return x\n')
+    reached = source_ops.reachable_functions(source, {"Fn", "apply"})
+    assert {"_fwd", "hook", "register"} <= reached and "unrelated" not in reached

@@ -877,7 +877,7 @@ def reachable_functions(source: str, references: Iterable[str]) -> set[str]:
         by_last.setdefault(name.rsplit(".", 1)[-1], []).append(name)
     reached: set[str] = set()
     seen_ids: set[str] = set()
-    work = list(references) + sorted(_identifiers(module.tree, own_only=True))
+    work = list(references) + sorted(_import_time_identifiers(module.tree))
     while work:
         identifier = work.pop()
         if identifier in seen_ids:
@@ -926,10 +926,36 @@ def _classes(tree: ast.Module) -> dict[str, list[str]]:
     return found
 
 
-def _identifiers(node: ast.AST, own_only: bool = False) -> set[str]:
-    """The names a function's body (or, ``own_only``, the module's top-level code outside its functions and
-    classes' methods) reads and the attributes it takes, with its decorators'."""
-    nodes = _own_nodes(node) if own_only else ast.walk(node)
+def _identifiers(node: ast.AST) -> set[str]:
+    """The names a function (its body, defaults and decorators) reads and the attributes it takes."""
+    return _names_and_attributes(ast.walk(node))
+
+
+def _import_time_identifiers(tree: ast.Module) -> set[str]:
+    """The names and attributes the code that runs at import uses: the module's top-level statements and
+    every class body's (``forward = staticmethod(_forward)``), the decorators, defaults and base classes
+    of its functions and classes; not function bodies."""
+    nodes: list[ast.AST] = []
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            nodes += node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]
+        elif isinstance(node, ast.ClassDef):
+            nodes += node.decorator_list + node.bases + [k.value for k in node.keywords]
+            stack += node.body
+        else:
+            nodes.append(node)
+    return _names_and_attributes(n for node in nodes for n in _walk_outside_functions(node))
+
+
+def _walk_outside_functions(node: ast.AST) -> Iterable[ast.AST]:
+    """``node`` and its descendants, not descending into nested functions or classes (lambdas included)."""
+    yield node
+    yield from _own_nodes(node)
+
+
+def _names_and_attributes(nodes: Iterable[ast.AST]) -> set[str]:
     found = set()
     for n in nodes:
         if isinstance(n, ast.Name):
