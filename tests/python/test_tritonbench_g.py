@@ -541,6 +541,19 @@ def test_the_search_order_puts_the_set_aside_last_and_leaves_out_the_measured(tm
         ["b", "f", "a"]
 
 
+def test_next_says_how_many_of_each_group_are_left(tmp_path, capsys):
+    from kforge.tritonbench_g import order
+    runnable, index, aside, redo = (tmp_path / n for n in ("runnable.jsonl", "index.json", "set-aside.jsonl",
+                                                            "redo.jsonl"))
+    runnable.write_text("".join(json.dumps({"op": op, "runnable": True}) + "\n" for op in "abcd"))
+    index.write_text(json.dumps([{"op": op, "status": "ready"} for op in "abcd"]))
+    aside.write_text(json.dumps({"op": "a"}) + "\n")
+    redo.write_text(json.dumps({"op": "c"}) + "\n")
+    assert order.main([str(runnable), str(index), "--set-aside", str(aside), "--redo", str(redo), "--first", "2"]) == 0
+    assert capsys.readouterr().out.strip() == \
+        "4 operators to search (2 without a verdict, 1 to search again, 1 set aside); the next 2: b d"
+
+
 class _SweepDevice:
     """Tensors are dicts {"on": "gpu" | "host"}; the inputs context is where unplaced ones are made."""
 

@@ -56,7 +56,11 @@ def main(argv=None) -> int:
     if a.first is None:
         print(" ".join(ops))
     else:
-        print(f"{len(ops)} operators to search; the next {min(a.first, len(ops))}: {' '.join(ops[:a.first])}")
+        aside, again = listed(a.set_aside), listed(a.redo)
+        n_aside = sum(op in aside for op in ops)
+        n_again = sum(op in again and op not in aside for op in ops)
+        print(f"{len(ops)} operators to search ({len(ops) - n_aside - n_again} without a verdict, {n_again} to "
+              f"search again, {n_aside} set aside); the next {min(a.first, len(ops))}: {' '.join(ops[:a.first])}")
     return 0
 
 
