@@ -399,3 +399,28 @@ def test_code_that_runs_at_import_reaches_what_it_names():
               '@register(hook)\ndef unrelated(x):\n    return x\n')
     reached = source_ops.reachable_functions(source, {"Fn", "apply"})
     assert {"_fwd", "hook", "register"} <= reached and "unrelated" not in reached
+
+
+def test_the_latent_cases_a_second_reading_found():
+    """Each would drop a knob that takes effect: a default capped by the function (``BLOCK = min(BLOCK,
+    n)``) or read in an ``assert``; a module constant doubled later (``BLOCK = BLOCK * 2``) or named
+    only as a comprehension's variable; an autotuned kernel launched by a helper it is handed to."""
+    capped = ('import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr):\n    pass\n\n'
+              'def run(x, n, BLOCK=1024, TILE=64):\n    BLOCK = min(BLOCK, n)\n    assert TILE % 16 == 0\n'
+              '    k[(1,)](x, B=BLOCK)\n    k[(1,)](x, B=TILE)\n')
+    assert [(k["name"], k["current"]) for k in source_ops.find_knobs(capped) if k["kind"] == "literal"] == \
+        [("BLOCK", 1024), ("TILE", 64)]
+    doubled = ('import triton\nimport triton.language as tl\n\nBLOCK = 64\nBLOCK = BLOCK * 2\n\n@triton.jit\n'
+               'def k(x, B: tl.constexpr):\n    pass\n\n'
+               'def run(x):\n    sizes = [BLOCK for BLOCK in range(3)]\n    k[(1,)](x, B=BLOCK)\n')
+    assert [(k["site"], k["name"]) for k in source_ops.find_knobs(doubled) if k["kind"] == "literal"] == \
+        [("<module>:4", "BLOCK")]
+    handed = ('import triton\nimport triton.language as tl\n\n'
+              '@triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=[])\n'
+              '@triton.jit\ndef ka(x, B: tl.constexpr):\n    pass\n\n'
+              'def launch(kern, x):\n    kern[(1,)](x)\n\ndef unused(x):\n    ka[(1,)](x)\n\n'
+              'def run(x):\n    launch(ka, x)\n')
+    knobs = source_ops.find_knobs(handed)
+    live = source_ops.reached_knobs(handed, knobs, source_ops.reachable_functions(handed, {"run"}))
+    assert [k["name"] for k in live if k["kind"] == "autotune"] == [k["name"] for k in knobs if k["kind"] == "autotune"]
+    assert live

@@ -136,10 +136,11 @@ def test_the_harness_passes_what_its_calls_fill():
             "        wrap(t, t, 128)\n        wrap(t, t, nw=8)\n        Fn.apply(t)\n        other(t, 4)\n")
     # what every call passes: wrap's BLOCK and nw are each left out by one call
     assert importer.passed_arguments(perf, "op", source) == {"wrap": {"x", "y"}, "Fn.forward": {"x"}}
-    starred = perf.replace("Fn.apply(t)", "Fn.apply(*t)")
-    assert importer.passed_arguments(starred, "op", source)["Fn.forward"] == {"x", "block"}
-    everything = perf.replace("wrap(t, t, nw=8)", "wrap(**t)")
-    assert importer.passed_arguments(everything, "op", source)["wrap"] == {"x", "y", "BLOCK"}
+    # a *args or **kwargs may hold any argument: only what is written before it counts
+    starred = perf.replace("Fn.apply(t)", "Fn.apply(t, *t)")
+    assert importer.passed_arguments(starred, "op", source)["Fn.forward"] == {"x"}
+    keywords = perf.replace("wrap(t, t, 128)", "wrap(t, t, 128, nw=2, **t)")
+    assert importer.passed_arguments(keywords, "op", source)["wrap"] == {"x", "y", "nw"}
     # the module's own calls count too: caller() leaves BLOCK and nw to their defaults
     both = perf.replace("wrap(t, t, 128)", "wrap(t, t, 128, 4)").replace("wrap(t, t, nw=8)", "wrap(t, t, 32, nw=8)")
     assert importer.passed_arguments(both, "op", source)["wrap"] == {"x", "y", "BLOCK", "nw"}

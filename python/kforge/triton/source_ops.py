@@ -642,7 +642,8 @@ def _rebound_later(tree: ast.Module, assignment: Assignment) -> bool:
         bound: set[str] = set()
         if isinstance(later, (ast.Assign, ast.AnnAssign)) and later.value is not None:
             targets = later.targets if isinstance(later, ast.Assign) else [later.target]
-            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            read = {n.id for n in ast.walk(later.value) if isinstance(n, ast.Name)}  # BLOCK = BLOCK * 2
+            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - read
         elif isinstance(later, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound = {later.name}
         elif isinstance(later, (ast.Import, ast.ImportFrom)):
@@ -661,8 +662,9 @@ def _local_names(scope: ast.AST) -> set[str]:
     names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
     declared = set()
+    own = {id(n) for node in _own_nodes(scope) if isinstance(node, ast.comprehension) for n in ast.walk(node.target)}
     for node in _own_nodes(scope):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)) and id(node) not in own:
             names.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             declared.update(node.names)
@@ -685,9 +687,10 @@ def _compile_time_names(launch: Launch) -> set[str]:
 
 def _launch_only(scope: ast.AST, name: str, launches: list[Launch]) -> bool:
     """Whether the scope reads ``name`` only in ``launches``' grids, constexpr arguments and launch options,
-    and in assignments to names that are themselves read only so (``grid = (triton.cdiv(n, BLOCK),)``):
-    not in a runtime argument, a buffer passed to a kernel, a return value or a test."""
+    and in assignments to names that are themselves read only so (``grid = (triton.cdiv(n, BLOCK),)``), or in
+    an ``assert``: not in a runtime argument, a buffer passed to a kernel, a return value or a branch."""
     inside = {id(n) for launch in launches for part in _compile_time_parts(launch) for n in ast.walk(part)}
+    inside |= {id(n) for node in _own_nodes(scope) if isinstance(node, ast.Assert) for n in ast.walk(node)}
     owner: dict[int, ast.Assign] = {}
     for node in _own_nodes(scope):
         if isinstance(node, ast.Assign):
@@ -753,10 +756,20 @@ def _assignments(scope: ast.AST, scope_name: str) -> list[Assignment]:
 
 def _parameter_defaults(scope: ast.AST, scope_name: str) -> list[Assignment]:
     """The integer defaults of a function's parameters (positional and keyword-only; not bool) that the
-    function does not assign again (the value it then reads may not be the default)."""
+    function does not assign again from something else (``BLOCK = 128`` replaces the default;
+    ``BLOCK = min(BLOCK, n)`` still starts from it)."""
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []
-    assigned = {n.id for n in _own_nodes(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    assigned = set()
+    for node in _own_nodes(scope):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            assigned |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - read
+        elif isinstance(node, (ast.For, ast.With, ast.NamedExpr)):
+            targets = [node.target] if not isinstance(node, ast.With) else \
+                [i.optional_vars for i in node.items if i.optional_vars is not None]
+            assigned |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     args = scope.args
     positional = args.posonlyargs + args.args
     pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + \
@@ -897,15 +910,16 @@ def reachable_functions(source: str, references: Iterable[str]) -> set[str]:
 def reached_knobs(source: str, knobs: list[dict], reached: set[str]) -> list[dict]:
     """find_knobs' ``knobs`` of ``source`` that can take effect when only the functions ``reached``
     (reachable_functions') and the module's top-level code run: a launch's or a literal's knob where its
-    site's function is reached; an autotune or heuristic knob where some launch of its kernel is (or none
-    is found: the kernel may be launched in a way this module does not show)."""
+    site's function is reached; an autotune or heuristic knob where its kernel is reached (named by reached
+    code: a launch, or a helper that launches what it is handed) or no launch of it is found (it may be
+    launched in a way this module does not show)."""
     module = Module(source)
     live = set(reached) | {"<module>"}
     launched: dict[str, bool] = {}
     for launch in module.launches:
         launched[launch.kernel.name] = launched.get(launch.kernel.name, False) or launch.function in live
     return [k for k in knobs
-            if (launched.get(k["kernel"], True) if k["kind"] in ("autotune", "heuristic")
+            if (k["kernel"] in live or launched.get(k["kernel"], True) if k["kind"] in ("autotune", "heuristic")
                 else k["site"].rpartition(":")[0] in live)]
 
 

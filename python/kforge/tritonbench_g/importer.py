@@ -85,8 +85,10 @@ def passed_arguments(perf_source: str, op: str, source: str) -> dict[str, set[st
     followed) and the module's own of its functions, each by name, by a class's ``apply`` (an autograd
     Function: its ``forward``, after ``ctx`` where forward takes one) or by a module-level alias of
     either (``layer_norm = LayerNorm.apply``); a call passes the parameters its positional arguments fill
-    and its keywords name (``*args`` or ``**kwargs``: all of them). A default of a parameter every call
-    passes never holds, so it is no knob (find_knobs' ``passed``); one that some call leaves out stays."""
+    and its keywords name (a ``*args`` or ``**kwargs`` may hold any: only those written before it count).
+    A default of a parameter every call passes never holds, so it is no knob (find_knobs' ``passed``); one
+    that some call may leave out stays. Calls this cannot see (through a local alias, a partial, a
+    registry) are not counted."""
     imported = _imported_names(perf_source, op)  # the harness's name -> the operator's
     tree = ast.parse(source)
     callables: dict[str, tuple[str, ast.arguments, int]] = {}  # the module's name -> (function, arguments, skip)
@@ -121,10 +123,9 @@ def passed_arguments(perf_source: str, op: str, source: str) -> dict[str, set[st
             continue
         function, args, skip = callables[resolved]
         positional = [a.arg for a in args.posonlyargs + args.args][skip:]
-        names = set()
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-            names |= set(positional) | {a.arg for a in args.kwonlyargs}
-        names |= set(positional[:len(call.args)]) | {k.arg for k in call.keywords if k.arg}
+        # A *args or **kwargs may or may not hold an argument: only those written before it count.
+        starred = next((i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)), len(call.args))
+        names = set(positional[:starred]) | {k.arg for k in call.keywords if k.arg}
         passed[function] = passed[function] & names if function in passed else names
     return passed
 
