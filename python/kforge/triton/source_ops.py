@@ -4,6 +4,7 @@ They find and rewrite the tuning knobs of real Triton programs (a module with ``
 the Python wrappers that launch them):
 
 - ``find_knobs(source)``: every knob, found without hints (see ``find_knobs``);
+- ``reachable_functions``, ``reached_knobs``: which functions a caller can run, and the knobs in them;
 - ``lift_literal``, ``set_launch_keyword``, ``set_constexpr_at_launch``: change one site;
 - ``autotune_to_space``, ``remove_autotune``, ``apply_config``: take ``@triton.autotune`` apart;
 - ``pin_heuristics``: fix the outputs of ``@triton.heuristics``.
