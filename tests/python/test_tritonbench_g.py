@@ -540,6 +540,11 @@ def test_the_search_order_puts_the_set_aside_last_and_leaves_out_the_measured(tm
     assert order.search_order(str(runnable), str(index), str(aside), str(runs), str(redo)) == ["b", "f", "d", "a"]
     assert order.search_order(str(runnable), str(index), str(aside), str(runs), str(tmp_path / "none")) == \
         ["b", "f", "a"]
+    # several marked: in the file's order
+    (runs / "b").mkdir()
+    (runs / "b" / "final.json").write_text("{}")
+    redo.write_text("".join(json.dumps({"op": op}) + "\n" for op in ("d", "b")))
+    assert order.search_order(str(runnable), str(index), str(aside), str(runs), str(redo)) == ["f", "d", "b", "a"]
 
 
 def test_next_says_how_many_of_each_group_are_left(tmp_path, capsys):

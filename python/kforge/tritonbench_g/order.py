@@ -5,7 +5,8 @@
 
 The runnable operators (RUNNABLE: runnable.jsonl) that the importer made ready (INDEX: its index.json), in
 operator order: first those without a verdict; then those the campaign marked to be searched again
-(``--redo``: redo.jsonl, a fault fixed since their search); last those it set aside without a verdict
+(``--redo``: redo.jsonl, a fault fixed since their search), in the file's order (most worth it first);
+last those it set aside without a verdict
 (``--set-aside``: set-aside.jsonl, out of GPU memory or a final measurement past its limit), so a call
 spends its minutes on new verdicts before replacing old ones, and on both before retries. ``--runs``: the
 campaign's runs folder; an operator with a final.json there is left out unless it is to be searched
@@ -37,10 +38,12 @@ def search_order(runnable: str, index: str, set_aside: str | None = None, runs: 
     with open(index, encoding="utf-8") as f:
         ready = {r["op"] for r in json.load(f) if r["status"] == "ready"}
     aside, again = listed(set_aside), listed(redo)
+    rank = {op: i for i, op in enumerate(dict.fromkeys(r["op"] for r in read_jsonl(redo)))} if again else {}
     ops = [r["op"] for r in read_jsonl(runnable) if r["runnable"] and r["op"] in ready]
     if runs:
         ops = [op for op in ops if op in again or not os.path.exists(os.path.join(runs, op, "final.json"))]
-    return sorted(ops, key=lambda op: (op in aside, op in again))  # stable: operator order within each group
+    # stable: operator order within the first and the last group; those to search again in redo.jsonl's order
+    return sorted(ops, key=lambda op: (op in aside, op in again, rank.get(op, 0) if op not in aside else 0))
 
 
 def main(argv=None) -> int:
