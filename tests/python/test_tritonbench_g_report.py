@@ -564,7 +564,7 @@ def test_cupti_throughput_marks_the_original_at_bound_and_goes_to_the_csv(campai
 def test_final_json_fields_of_the_campaigns_settings_are_checked(key, bad, words):
     good = report.parse_final(final("op", [1.0], {}), Path("final.json"))
     assert (good.ops_at_once, good.workers_per_device, good.start_configurations, good.arms_together,
-            good.start_is_original, good.gpus_at_once) == (1, 2, 0, False, None, 1)  # the defaults of files that lack them
+            good.start_is_original, good.gpus_at_once) == (1, 2, 0, False, None, 1)  # defaults where absent
     with pytest.raises(report.ReportError, match=words):
         report.parse_final({**final("op", [1.0], {}), key: bad}, Path("final.json"))
 

@@ -610,13 +610,14 @@ def _literal_knobs(module: Module, literals: list[list[Assignment]]) -> list[dic
 
 
 def _literal_candidates(module: Module, launch: Launch, passed: set[str] = frozenset()) -> list[Assignment]:
-    """The integer-literal assignments whose names reach ``launch``: its function's own (a parameter's
-    default only where the launch passes the parameter to a constexpr or as a launch option, and the
-    function uses it nowhere but in its launches and their grids: one that also shapes a buffer, such as
-    int8_quantization's ``BLKQ`` sizing the scales, is the operator's contract; nor one the callers
-    pass, ``passed``), then the module's that the function does not shadow; not the start of an accumulator (a name its scope
-    updates in place, ``N = 1`` ... ``N *= shape[i]``): that literal is the identity of the update, and
-    any other value is wrong (TritonBench-G's mean_reduction: 64 of random search's 75 trials, 2026-12-08)."""
+    """The integer-literal assignments whose names reach ``launch``: its function's own, then the module's
+    that the function does not shadow. A parameter's default counts only where the launch passes the
+    parameter to a constexpr or as a launch option, the function uses it nowhere but in its launches and
+    their grids (one that also shapes a buffer, such as int8_quantization's ``BLKQ`` sizing the scales, is
+    the operator's contract), and not every caller passes it (``passed``). Not the start of an
+    accumulator (a name its scope updates in place, ``N = 1`` ... ``N *= shape[i]``): that literal is the
+    identity of the update, and any other value is wrong (TritonBench-G's mean_reduction: 64 of random
+    search's 75 trials, 2026-12-08)."""
     scope = module.scopes[launch.function]
     compile_time = _compile_time_names(launch)
     launches = [other for other in module.launches if other.function == launch.function]

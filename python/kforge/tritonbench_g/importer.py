@@ -9,12 +9,14 @@ DATA is ../shared/data/tritonbench-g (read where it is; nothing is copied). For 
   and one between; ``all_shapes``: every size) and the adapter (``bind``) of kforge.tritonbench_g.harness;
 - ``kforge.json`` and ``random.json``: experiments (JSON is YAML) for ``kforge run``: the program cut at
   its test block, the knobs ``source_ops.find_knobs`` finds (constexpr arguments at launch sites, literals
-  in the wrapper, launch keywords, autotune lists, heuristics) as parameters with their suggested values,
+  and parameter defaults in the wrapper, launch keywords, autotune lists, heuristics) that can take effect
+  under the harness (``operator_parameters``: not in code it never runs, not a default every call
+  passes) as parameters with their suggested values,
   the largest selected size timed (TritonBench's metric sums times over sizes: the largest sizes weigh
   most), all selected sizes checked; both searches start from the problem's default configuration
   (``start: default``: the values the source writes or Triton implies, a computed launch option as
-  the source computes it (source_ops.AS_WRITTEN); for an ``@triton.autotune`` kernel its list's entries, up to program_worker.START_LIMIT
-  configurations in all), then the
+  the source computes it (source_ops.AS_WRITTEN); for an ``@triton.autotune`` kernel its list's entries,
+  up to program_worker.START_LIMIT configurations in all), then the
   default strategy (hybrid) or random search; a wall-time budget
   that counts the workers' start-up (``wall_includes_setup``) with a 1 s grace; a candidate's compile
   bounded by a third of the budget (``compile_timeout_s``: a longer one is a ``timeout`` trial).

@@ -477,7 +477,8 @@ def space_size(knobs: tuple[str, list[dict]] | None) -> int | None:
 def starts_are_own(knobs: tuple[str, list[dict]] | None) -> bool:
     """Whether the searches' start configurations of an operator (``importer_knobs``) are ones its original
     itself runs: every knob has the original's value as its default (a launch option the source computes
-    has ``source_ops.AS_WRITTEN``; before 2026-12-08 it had none, and a start set it to its first value), and no ``@triton.autotune`` has arguments beside
+    has ``source_ops.AS_WRITTEN``; before 2026-12-08 it had none, and a start set it to its first value),
+    and no ``@triton.autotune`` has arguments beside
     its list and key (``prune_configs_by``, ``reset_to_zero``, ``restore_value``, hooks: a list entry
     pinned by source_ops.apply_config, which removes the decorator, runs without them). False without the
     source or where it does not parse."""
