@@ -543,8 +543,30 @@ def test_the_search_order_puts_the_set_aside_last_and_leaves_out_the_measured(tm
     # several marked: in the file's order
     (runs / "b").mkdir()
     (runs / "b" / "final.json").write_text("{}")
-    redo.write_text("".join(json.dumps({"op": op}) + "\n" for op in ("d", "b")))
+    redo.write_text("".join(json.dumps({"op": op, "reason": "r"}) + "\n" for op in ("d", "b")))
     assert order.search_order(str(runnable), str(index), str(aside), str(runs), str(redo)) == ["f", "d", "b", "a"]
+
+
+@pytest.mark.parametrize("line, words", [
+    ('{"op": "a", "reason": "r", "when": "today"}', "unknown key 'when'"),
+    ('{"op": "a"}', "'reason' (why: the fault fixed since its search) must be a non-empty string"),
+    ('{"op": "", "reason": "r"}', "'op' (the operator to search again) must be a non-empty string"),
+    ('{"op": "a", "reason": "r", "date": 20261208}', "'date' must be a string"),
+    ('["a"]', "expected an object"),
+    ('{"op": "a", "reason": "r"', "not JSON"),
+    ('{"op": "b", "reason": "r"}', "'b' is listed twice")])
+def test_a_malformed_redo_list_is_an_error_naming_its_line(tmp_path, capsys, line, words):
+    from kforge.tritonbench_g import order
+    redo = tmp_path / "redo.jsonl"
+    redo.write_text('{"op": "b", "reason": "r", "date": "2026-12-08"}\n' + line + "\n")
+    with pytest.raises(order.RedoError, match=f"redo.jsonl:2: .*{words}" if "(" not in words else "redo.jsonl:2: "):
+        order.read_redo(str(redo))
+    runnable, index = tmp_path / "runnable.jsonl", tmp_path / "index.json"
+    runnable.write_text(json.dumps({"op": "b", "runnable": True}) + "\n")
+    index.write_text(json.dumps([{"op": "b", "status": "ready"}]))
+    assert order.main([str(runnable), str(index), "--redo", str(redo)]) == 2
+    assert words in capsys.readouterr().err
+    assert order.read_redo(str(tmp_path / "absent.jsonl")) == []
 
 
 def test_next_says_how_many_of_each_group_are_left(tmp_path, capsys):
@@ -554,7 +576,7 @@ def test_next_says_how_many_of_each_group_are_left(tmp_path, capsys):
     runnable.write_text("".join(json.dumps({"op": op, "runnable": True}) + "\n" for op in "abcd"))
     index.write_text(json.dumps([{"op": op, "status": "ready"} for op in "abcd"]))
     aside.write_text(json.dumps({"op": "a"}) + "\n")
-    redo.write_text(json.dumps({"op": "c"}) + "\n")
+    redo.write_text(json.dumps({"op": "c", "reason": "r"}) + "\n")
     assert order.main([str(runnable), str(index), "--set-aside", str(aside), "--redo", str(redo), "--first", "2"]) == 0
     assert capsys.readouterr().out.strip() == \
         "4 operators to search (2 without a verdict, 1 to search again, 1 set aside); the next 2: b d"

@@ -47,6 +47,7 @@ SET_ASIDE_REASONS = {"out_of_memory": "out of GPU memory",
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from kforge.tritonbench_g.order import RedoError, read_redo  # noqa: E402
 from kforge.tritonbench_g.report import compile_timeouts, read_jsonl, read_trials  # noqa: E402
 
 MACHINE_PATHS = ("/tmp/", "/work/", "/root/")
@@ -161,7 +162,7 @@ def accept(archive: str, into: str, skip: set, replace: bool = False, dry_run: b
            out=sys.stdout) -> list[dict]:
     runs_dir = os.path.join(into, "runs")
     redo_path = Path(into) / REDO
-    redo = {r["op"]: r for r in read_jsonl(redo_path)} if redo_path.exists() else {}
+    redo = {r["op"]: r for r in read_redo(str(redo_path))}
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
@@ -237,7 +238,11 @@ def main(argv=None) -> int:
         print(f"--into {a.into}: no such folder", file=sys.stderr)
         return 2
     skip = {s.strip() for s in a.skip.split(",") if s.strip()}
-    rows = accept(a.archive, a.into, skip, a.replace, a.dry_run)
+    try:
+        rows = accept(a.archive, a.into, skip, a.replace, a.dry_run)
+    except RedoError as e:
+        print(f"kforge.tritonbench_g.accept: {e}", file=sys.stderr)
+        return 2
     taken = sum(r["verdict"].startswith("take") for r in rows)
     print(f"{taken} of {len(rows)} operators {'would be ' if a.dry_run else ''}taken into {a.into}/runs")
     return 0

@@ -32,13 +32,55 @@ def listed(path: str | None) -> set[str]:
     return {r["op"] for r in read_jsonl(path)} if path and os.path.exists(path) else set()
 
 
+class RedoError(ValueError):
+    """redo.jsonl is malformed; the message names the file, the line and the reason."""
+
+
+REDO_KEYS = {"op": "the operator to search again", "reason": "why: the fault fixed since its search",
+             "date": "when it was marked (YYYY-MM-DD)"}
+
+
+def read_redo(path: str) -> list[dict]:
+    """redo.jsonl's records in the file's order (the order the search takes them): one JSON object per
+    line with ``op`` and ``reason`` (non-empty strings) and an optional ``date``; RedoError for another
+    key, a missing one, or an operator listed twice. None where the file does not exist: an empty list."""
+    if not os.path.exists(path):
+        return []
+    records, seen = [], set()
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise RedoError(f"{where}: not JSON ({e.msg})") from None
+            if not isinstance(record, dict):
+                raise RedoError(f"{where}: expected an object with {', '.join(REDO_KEYS)}")
+            unknown = sorted(set(record) - set(REDO_KEYS))
+            if unknown:
+                raise RedoError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(REDO_KEYS)})")
+            for key in ("op", "reason"):
+                if not isinstance(record.get(key), str) or not record[key].strip():
+                    raise RedoError(f"{where}: '{key}' ({REDO_KEYS[key]}) must be a non-empty string")
+            if "date" in record and not isinstance(record["date"], str):
+                raise RedoError(f"{where}: 'date' must be a string")
+            if record["op"] in seen:
+                raise RedoError(f"{where}: {record['op']!r} is listed twice")
+            seen.add(record["op"])
+            records.append(record)
+    return records
+
+
 def search_order(runnable: str, index: str, set_aside: str | None = None, runs: str | None = None,
                  redo: str | None = None) -> list[str]:
     """The operators a search takes, in the order it takes them (module docstring)."""
     with open(index, encoding="utf-8") as f:
         ready = {r["op"] for r in json.load(f) if r["status"] == "ready"}
-    aside, again = listed(set_aside), listed(redo)
-    rank = {op: i for i, op in enumerate(dict.fromkeys(r["op"] for r in read_jsonl(redo)))} if again else {}
+    aside = listed(set_aside)
+    rank = {r["op"]: i for i, r in enumerate(read_redo(redo))} if redo else {}
+    again = set(rank)
     ops = [r["op"] for r in read_jsonl(runnable) if r["runnable"] and r["op"] in ready]
     if runs:
         ops = [op for op in ops if op in again or not os.path.exists(os.path.join(runs, op, "final.json"))]
@@ -55,11 +97,15 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", help="the campaign's runs folder (operators with a final.json left out)")
     ap.add_argument("--first", type=int, help="print the first N and the count")
     a = ap.parse_args(argv)
-    ops = search_order(a.runnable, a.index, a.set_aside, a.runs, a.redo)
+    try:
+        ops = search_order(a.runnable, a.index, a.set_aside, a.runs, a.redo)
+    except RedoError as e:
+        print(f"kforge.tritonbench_g.order: {e}", file=sys.stderr)
+        return 2
     if a.first is None:
         print(" ".join(ops))
     else:
-        aside, again = listed(a.set_aside), listed(a.redo)
+        aside, again = listed(a.set_aside), {r["op"] for r in read_redo(a.redo)} if a.redo else set()
         n_aside = sum(op in aside for op in ops)
         n_again = sum(op in again and op not in aside for op in ops)
         print(f"{len(ops)} operators to search ({len(ops) - n_aside - n_again} without a verdict, {n_again} to "

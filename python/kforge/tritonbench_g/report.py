@@ -43,6 +43,7 @@ if __package__ in (None, ""):
 from kforge.triton import source_ops  # noqa: E402
 from kforge.triton.bounded_compile import TIMEOUT_MARK  # noqa: E402
 from kforge.tritonbench_g.harness import cut_source  # noqa: E402
+from kforge.tritonbench_g.order import RedoError, read_redo  # noqa: E402
 
 PROG = "python -m kforge.tritonbench_g.report"
 DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tritonbench-g"
@@ -558,7 +559,10 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
     if (campaign / "set-aside.jsonl").exists():
         for record in read_jsonl(campaign / "set-aside.jsonl"):
             set_aside.setdefault(record["op"], []).append(record)
-    redo = {r["op"]: r for r in read_jsonl(campaign / "redo.jsonl")} if (campaign / "redo.jsonl").exists() else {}
+    try:
+        redo = {r["op"]: r for r in read_redo(str(campaign / "redo.jsonl"))}
+    except RedoError as e:
+        raise ReportError(str(e)) from None
     runs = campaign / "runs"
     run_names = {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
     operators = []
