@@ -577,3 +577,26 @@ def test_releasing_inputs_on_a_broken_gpu_does_not_raise(worker, monkeypatch):
     monkeypatch.setattr(worker.device, "release_cached_memory", broken)
     worker.release_inputs()
     assert worker.shapes == [] and worker.inputs_key is None and worker.reference_key is None
+
+
+def test_the_setup_says_which_knobs_never_ran(worker):
+    """The original's reference calls are traced: a launch on a branch the inputs never take and a default
+    of a wrapper nothing calls are knobs that did not run; a multi-line launch that ran and a default of a
+    function that ran did."""
+    source = (PROGRAMS / "fake_branches.py").read_text()
+    params = pw.knobs_as_parameters(source)
+    knobs = [{"kind": next(iter(p["knob"])), "site": next(iter(p["knob"].values())),
+              "target": p["knob"].get("target", p["name"]), "value": p.get("default", p["values"][0])}
+             for p in params if {"launch", "literal"} & set(p["knob"])]
+    sites = {(k["target"], k["site"]) for k in knobs}
+    assert {("num_warps", "branchy:16"), ("num_warps", "branchy:18"), ("BLOCK", "branchy:13"),
+            ("TILE", "unused:23")} <= sites
+    out = worker.evaluate({**request(program=str(PROGRAMS / "fake_branches.py")), "call": "branchy",
+                           "knobs": knobs})
+    assert out["status"] == "ok", out["error"]
+    m = out["metrics"]
+    assert m["setup.knob_sites"] == len(sites)
+    not_run = sorted(k[len("setup.knob_not_run."):] for k in m if k.startswith("setup.knob_not_run."))
+    assert not_run == sorted(f"{t}@{s}" for t, s in sites if s == "branchy:16" or s.startswith("unused:"))
+    assert "num_warps@branchy:18" not in not_run and "BLOCK@branchy:13" not in not_run
+    assert m["setup.knobs_not_run"] == len(not_run)

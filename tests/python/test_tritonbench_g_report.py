@@ -825,3 +825,17 @@ def test_operators_marked_to_search_again_are_listed_and_still_counted(campaign)
     assert "- Marked to be searched again (redo.jsonl; their runs count until a new search replaces them): " \
            "1: op_win (a fault fixed)." in lines
     assert report.headline(operators, "kforge").successes >= 1  # its verdict stands until replaced
+
+
+def test_knobs_whose_code_never_ran_are_listed_where_the_worker_traced_them(campaign):
+    operators = loaded(campaign)
+    assert report.not_run_lines([o for o in operators if o.searched]) == []  # runs older than the trace
+    win = next(o for o in operators if o.op == "op_win")
+    win.trials["kforge"][0]["metrics"] = {"setup.knob_sites": 3.0, "setup.knobs_not_run": 1.0,
+                                          "setup.knob_not_run.num_warps@run:12": 1.0}
+    bound = next(o for o in operators if o.op == "op_bound")
+    bound.trials["kforge"][0]["metrics"] = {"setup.knob_sites": 2.0, "setup.knobs_not_run": 0.0}
+    assert report.knobs_not_run(win) == (3, ["num_warps@run:12"])
+    (line,) = report.not_run_lines([win, bound])
+    assert "1 of the 2 operators searched with the trace, 1 of 5 launch and literal knobs: op_win (num_warps@run:12)." \
+        in line

@@ -511,6 +511,9 @@ class Worker:
         # Where the setup's time went (worker start, inputs, reference), reported in the metrics of the
         # first answer after it ran: seconds a wall budget that includes setup does not search.
         self.setup_account: dict = {"setup.worker_start_s": time.perf_counter() - _STARTED}
+        # The original's file and the lines of it that ran in its reference calls (knobs_not_run).
+        self.traced_file: str | None = None
+        self.traced_lines: set[int] = set()
         info = device.describe()
         self.lock = DeviceLock(info.get("pci_bus_id") or f"{info['name']}-{device.index}")
         bounded_compile.around(self._compiling)
@@ -595,6 +598,8 @@ class Worker:
             wrapper = self._bind(req, module)
         except VariantFailure as e:
             raise VariantFailure("launch_failed", "the original program: " + e.message)
+        self.traced_lines = set()
+        self.traced_file = getattr(module, "__file__", None)
         for i, shape in enumerate(self.shapes):
             try:
                 self._reference(shape, wrapper, tolerances)
@@ -605,6 +610,8 @@ class Worker:
                 raise VariantFailure("crashed" if fatal else "launch_failed",
                                      f"the original program fails on shape {i}:\n" + _failure_text(e), fatal)
         self._pool_instability()
+        if self.traced_file:
+            self.setup_account.update(knobs_not_run(self.traced_file, req.get("knobs", []), self.traced_lines))
         # The setup's peak (three calls' copies at the largest size) goes back to the GPU, for the other
         # workers sharing it; what stays is each size's inputs, reference result and written arguments.
         self.device.release_cached_memory()
@@ -696,7 +703,8 @@ class Worker:
         # calls with the allocator's blocks poisoned two ways; they are not compared, for any candidate.
         a1, k1 = self._fresh(shape, poison=False)
         dev.poison_pool(shape.result_blocks, pattern=0)
-        again = clone_value(self._seeded_call(wrapper, a1, k1), dev)  # a program may hand back the same block each call
+        with traced_lines(self.traced_file, self.traced_lines):  # which knob sites run (knobs_not_run)
+            again = clone_value(self._seeded_call(wrapper, a1, k1), dev)  # a program may hand back the same block each call
         dev.synchronize()
         a3, k3 = self._fresh(shape, poison=False)
         dev.poison_pool(shape.result_blocks, pattern=1)
@@ -1007,6 +1015,72 @@ def serve(worker: Worker, lines, out) -> int:
         return {"id": request_id(request), "status": "crashed", "error": message, "fatal": internal}
 
     return line_protocol.serve(lines, out, handle, failure)
+
+
+@contextlib.contextmanager
+def traced_lines(filename: str | None, lines: set[int]):
+    """Adds to ``lines`` the numbers of the lines of ``filename`` that run inside the block (this thread's
+    Python frames of that file; the others are not traced). Nothing where ``filename`` is None."""
+    if filename is None:
+        yield
+        return
+
+    def local(frame, event, arg):
+        if event == "line":
+            lines.add(frame.f_lineno)
+        return local
+
+    def calls(frame, event, arg):
+        if frame.f_code.co_filename != filename:
+            return None
+        lines.add(frame.f_lineno)
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+def knobs_not_run(filename: str, knobs: list[dict], lines: set[int]) -> dict[str, float]:
+    """Setup metrics from the lines of the original (``filename``) that ran in its reference calls
+    (``traced_lines``): ``setup.knob_sites`` (the launch and literal knobs of ``knobs``, a request's, by
+    site and target), ``setup.knobs_not_run`` (how many of them did not take effect, because their launch
+    or assignment never ran at the search's sizes: a branch, a backward, a wrapper nothing calls) and one
+    ``setup.knob_not_run.<target>@<site>`` = 1 each. A parameter's default counts as run where its
+    function's body ran. Autotune and heuristic knobs are not judged (their kernel's launches are)."""
+    try:
+        with open(filename, encoding="utf-8") as f:
+            module = source_ops.Module(f.read())
+    except (OSError, source_ops.SourceOpError):
+        return {}
+    sites = {(k["site"], k["target"], k["kind"]) for k in knobs
+             if k.get("kind") in ("launch", "literal") and isinstance(k.get("site"), str)}
+    metrics: dict[str, float] = {"setup.knob_sites": float(len(sites)), "setup.knobs_not_run": 0.0}
+    for site, target, kind in sorted(sites):
+        function, _, line = site.rpartition(":")
+        if function == "<module>" or not line.isdigit():
+            continue
+        if kind == "launch":
+            try:
+                call = module.launch_at(site).call
+            except source_ops.SourceOpError:
+                continue
+            ran = any(call.lineno <= n <= call.end_lineno for n in lines)
+        else:
+            scope = module.scopes.get(function)
+            body = getattr(scope, "body", None)
+            if not body:
+                continue
+            header = range(scope.lineno, body[0].lineno)  # a parameter's default sits in the def's lines
+            ran = int(line) in lines or (int(line) in header and
+                                         any(body[0].lineno <= n <= scope.end_lineno for n in lines))
+        if not ran:
+            metrics["setup.knobs_not_run"] += 1
+            metrics[f"setup.knob_not_run.{target}@{site}"] = 1.0
+    return metrics
 
 
 def knobs_as_parameters(source: str, passed: dict[str, set[str]] | None = None,

@@ -950,6 +950,36 @@ class Paths:
         return self.beside("-speedup-vs-gpu-s.png")
 
 
+NOT_RUN = "setup.knob_not_run."
+
+
+def knobs_not_run(operator: Operator) -> tuple[int, list[str]] | None:
+    """(the launch and literal knob sites the search's worker judged, those whose code never ran in the
+    original's reference calls at the search's sizes) from the first trials' setup metrics
+    (program_worker.knobs_not_run, since 2026-12-08); None for runs older than that."""
+    for arm in METHODS:
+        for t in operator.trials.get(arm) or []:
+            metrics = t.get("metrics") or {}
+            if "setup.knob_sites" in metrics:
+                return int(metrics["setup.knob_sites"]), sorted(k[len(NOT_RUN):] for k in metrics
+                                                                  if k.startswith(NOT_RUN))
+    return None
+
+
+def not_run_lines(searched: list[Operator]) -> list[str]:
+    """How many searched operators had knobs whose code the original never ran at the search's sizes (a
+    branch its inputs never take: the importer's static reading keeps them), and which."""
+    traced = [(o, knobs_not_run(o)) for o in searched]
+    traced = [(o, t) for o, t in traced if t is not None]
+    if not traced:
+        return []
+    idle = [(o, t[1]) for o, t in traced if t[1]]
+    return [f"- Knobs whose code never ran in the original's reference calls at the search's sizes (the worker's "
+            f"trace): {len(idle)} of the {len(traced)} operators searched with the trace, "
+            f"{sum(len(n) for _, n in idle)} of {sum(t[0] for _, t in traced)} launch and literal knobs"
+            + (": " + "; ".join(f"{o.op} ({', '.join(n)})" for o, n in idle) if idle else "") + "."]
+
+
 def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
     """How far the campaign got: tried, runnable by category, searched, measured."""
     runnable = [o for o in operators if o.runnable]
@@ -973,6 +1003,7 @@ def coverage_lines(operators: list[Operator], unknown: list[str]) -> list[str]:
                      f"of their value counts{tried}): runnable {space_classes([o.space_size for o in runnable])}; "
                      f"judged {space_classes([o.space_size for o in judged])}.")
     lines += start_lines([o for o in runnable if o.final is not None])
+    lines += not_run_lines([o for o in runnable if o.searched])
     again = [o for o in runnable if o.redo is not None]
     if again:
         by_reason: dict[str, list[str]] = {}
