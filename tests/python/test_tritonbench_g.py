@@ -552,8 +552,8 @@ def test_the_search_order_puts_the_set_aside_last_and_leaves_out_the_measured(tm
     ('{"op": "a"}', "'reason' (why: the fault fixed since its search) must be a non-empty string"),
     ('{"op": "", "reason": "r"}', "'op' (the operator to search again) must be a non-empty string"),
     ('{"op": "a", "reason": "r", "date": 20261208}', "'date' must be a string"),
-    ('["a"]', "expected an object"),
-    ('{"op": "a", "reason": "r"', "not JSON"),
+    ('["a"]', "expected a JSON object, got list"),
+    ('{"op": "a", "reason": "r"', "malformed JSON line"),
     ('{"op": "b", "reason": "r"}', "'b' is listed twice")])
 def test_a_malformed_redo_list_is_an_error_naming_its_line(tmp_path, capsys, line, words):
     from kforge.tritonbench_g import order

@@ -32,6 +32,28 @@ def listed(path: str | None) -> set[str]:
     return {r["op"] for r in read_jsonl(path)} if path and os.path.exists(path) else set()
 
 
+def json_objects(path: str, error: type[Exception] = ValueError) -> list[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of the JSON Lines file ``path``; ``error`` naming the
+    file and line for a line that is not a JSON object."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise error(f"{path}: cannot read ({e.strerror or e})") from None
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise error(f"{path}:{number}: malformed JSON line: {e}") from None
+        if not isinstance(record, dict):
+            raise error(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        records.append((number, record))
+    return records
+
+
 class RedoError(ValueError):
     """redo.jsonl is malformed; the message names the file, the line and the reason."""
 
@@ -47,29 +69,20 @@ def read_redo(path: str) -> list[dict]:
     if not os.path.exists(path):
         return []
     records, seen = [], set()
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RedoError(f"{where}: not JSON ({e.msg})") from None
-            if not isinstance(record, dict):
-                raise RedoError(f"{where}: expected an object with {', '.join(REDO_KEYS)}")
-            unknown = sorted(set(record) - set(REDO_KEYS))
-            if unknown:
-                raise RedoError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(REDO_KEYS)})")
-            for key in ("op", "reason"):
-                if not isinstance(record.get(key), str) or not record[key].strip():
-                    raise RedoError(f"{where}: '{key}' ({REDO_KEYS[key]}) must be a non-empty string")
-            if "date" in record and not isinstance(record["date"], str):
-                raise RedoError(f"{where}: 'date' must be a string")
-            if record["op"] in seen:
-                raise RedoError(f"{where}: {record['op']!r} is listed twice")
-            seen.add(record["op"])
-            records.append(record)
+    for number, record in json_objects(path, RedoError):
+        where = f"{path}:{number}"
+        unknown = sorted(set(record) - set(REDO_KEYS))
+        if unknown:
+            raise RedoError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(REDO_KEYS)})")
+        for key in ("op", "reason"):
+            if not isinstance(record.get(key), str) or not record[key].strip():
+                raise RedoError(f"{where}: '{key}' ({REDO_KEYS[key]}) must be a non-empty string")
+        if "date" in record and not isinstance(record["date"], str):
+            raise RedoError(f"{where}: 'date' must be a string")
+        if record["op"] in seen:
+            raise RedoError(f"{where}: {record['op']!r} is listed twice")
+        seen.add(record["op"])
+        records.append(record)
     return records
 
 

@@ -43,7 +43,7 @@ if __package__ in (None, ""):
 from kforge.triton import source_ops  # noqa: E402
 from kforge.triton.bounded_compile import TIMEOUT_MARK  # noqa: E402
 from kforge.tritonbench_g.harness import cut_source  # noqa: E402
-from kforge.tritonbench_g.order import RedoError, read_redo  # noqa: E402
+from kforge.tritonbench_g.order import RedoError, json_objects, read_redo  # noqa: E402
 
 PROG = "python -m kforge.tritonbench_g.report"
 DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tritonbench-g"
@@ -119,22 +119,7 @@ def read_json(path: Path) -> Any:
 
 def read_jsonl(path: Path) -> list[dict]:
     """One dict per non-blank line of ``path``; ReportError naming the line for anything else."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
-        raise ReportError(f"{path}: cannot read ({e.strerror or e})") from None
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ReportError(f"{path}:{number}: malformed JSON line: {e}") from None
-        if not isinstance(record, dict):
-            raise ReportError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-        records.append(record)
-    return records
+    return [record for _, record in json_objects(str(path), ReportError)]
 
 
 def load_dataset(data_dir: Path) -> dict[str, int]:
