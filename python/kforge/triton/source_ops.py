@@ -4,7 +4,8 @@ They find and rewrite the tuning knobs of real Triton programs (a module with ``
 the Python wrappers that launch them):
 
 - ``find_knobs(source)``: every knob, found without hints (see ``find_knobs``);
-- ``reachable_functions``, ``reached_knobs``: which functions a caller can run, and the knobs in them;
+- ``reachable_functions``, ``reached_knobs``: which functions a caller can run (from the ``identifiers``
+  it uses), and the knobs in them;
 - ``lift_literal``, ``set_launch_keyword``, ``set_constexpr_at_launch``: change one site;
 - ``autotune_to_space``, ``remove_autotune``, ``apply_config``: take ``@triton.autotune`` apart;
 - ``pin_heuristics``: fix the outputs of ``@triton.heuristics``.
@@ -92,6 +93,12 @@ class Launch:
 
     def keyword(self, name: str) -> ast.keyword | None:
         return next((k for k in self.call.keywords if k.arg == name), None)
+
+    def argument(self, name: str) -> ast.expr | None:
+        """What the call passes for kernel parameter or launch option `name`: its keyword's value, else
+        the positional argument bound to it; None where it passes nothing."""
+        keyword = self.keyword(name)
+        return keyword.value if keyword is not None else self.positional(name)
 
     def positional(self, name: str) -> ast.expr | None:
         """The positional argument bound to kernel parameter `name`, if the call passes it so."""
@@ -552,8 +559,7 @@ def _launch_knobs(module: Module, launch: Launch, literals: list[Assignment]) ->
     for name in kernel.params:
         if name not in kernel.constexprs or name in heuristic:
             continue
-        keyword = launch.keyword(name)
-        value = keyword.value if keyword is not None else launch.positional(name)
+        value = launch.argument(name)
         if isinstance(value, ast.Constant):
             knobs.append(_knob("launch_constexpr", launch.site, kernel.name, name, value.value))
     for option in ("num_warps", "num_stages"):
@@ -643,9 +649,7 @@ def _rebound_later(tree: ast.Module, assignment: Assignment) -> bool:
     for later in statements[at + 1:]:
         bound: set[str] = set()
         if isinstance(later, (ast.Assign, ast.AnnAssign)) and later.value is not None:
-            targets = later.targets if isinstance(later, ast.Assign) else [later.target]
-            read = {n.id for n in ast.walk(later.value) if isinstance(n, ast.Name)}  # BLOCK = BLOCK * 2
-            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - read
+            bound = _replaced_names(later)  # not BLOCK = BLOCK * 2
         elif isinstance(later, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound = {later.name}
         elif isinstance(later, (ast.Import, ast.ImportFrom)):
@@ -653,6 +657,14 @@ def _rebound_later(tree: ast.Module, assignment: Assignment) -> bool:
         if assignment.name in bound:
             return True
     return False
+
+
+def _replaced_names(assign: ast.Assign | ast.AnnAssign) -> set[str]:
+    """The names an assignment binds to something that does not read them (``BLOCK = 128``, not
+    ``BLOCK = min(BLOCK, n)``): their earlier value is gone."""
+    read = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
+    targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - read
 
 
 def _local_names(scope: ast.AST) -> set[str]:
@@ -678,13 +690,8 @@ def _compile_time_names(launch: Launch) -> set[str]:
     (``BLOCK=BLOCK``, ``num_warps=nw``): where a wrapper parameter's default is a knob (a parameter that
     reaches the kernel only as a runtime argument or through the grid, such as a softmax scale or a
     count, is data)."""
-    names = set()
-    for name in list(launch.kernel.constexprs) + ["num_warps", "num_stages"]:
-        keyword = launch.keyword(name)
-        value = keyword.value if keyword is not None else launch.positional(name)
-        if isinstance(value, ast.Name):
-            names.add(value.id)
-    return names
+    values = (launch.argument(name) for name in list(launch.kernel.constexprs) + ["num_warps", "num_stages"])
+    return {value.id for value in values if isinstance(value, ast.Name)}
 
 
 def _launch_only(scope: ast.AST, name: str, launches: list[Launch]) -> bool:
@@ -721,13 +728,8 @@ def _launch_only(scope: ast.AST, name: str, launches: list[Launch]) -> bool:
 
 def _compile_time_parts(launch: Launch) -> list[ast.expr]:
     """A launch's grid, and the values it passes to constexpr parameters or as launch options."""
-    parts = [launch.grid]
-    for name in list(launch.kernel.constexprs) + list(LAUNCH_OPTIONS):
-        keyword = launch.keyword(name)
-        value = keyword.value if keyword is not None else launch.positional(name)
-        if value is not None:
-            parts.append(value)
-    return parts
+    values = (launch.argument(name) for name in list(launch.kernel.constexprs) + list(LAUNCH_OPTIONS))
+    return [launch.grid] + [value for value in values if value is not None]
 
 
 def _accumulated(scope: ast.AST) -> set[str]:
@@ -765,9 +767,7 @@ def _parameter_defaults(scope: ast.AST, scope_name: str) -> list[Assignment]:
     assigned = set()
     for node in _own_nodes(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            assigned |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - read
+            assigned |= _replaced_names(node)
         elif isinstance(node, (ast.For, ast.With, ast.NamedExpr)):
             targets = [node.target] if not isinstance(node, ast.With) else \
                 [i.optional_vars for i in node.items if i.optional_vars is not None]
@@ -905,7 +905,7 @@ def reachable_functions(source: str, references: Iterable[str]) -> set[str]:
         for function in targets:
             if function not in reached:
                 reached.add(function)
-                work += sorted(_identifiers(functions[function]))
+                work += sorted(identifiers(functions[function]))
     return reached
 
 
@@ -942,8 +942,9 @@ def _classes(tree: ast.Module) -> dict[str, list[str]]:
     return found
 
 
-def _identifiers(node: ast.AST) -> set[str]:
-    """The names a function (its body, defaults and decorators) reads and the attributes it takes."""
+def identifiers(node: ast.AST) -> set[str]:
+    """The names a piece of code (a function with its defaults and decorators, a parsed module) reads and
+    the attributes it takes."""
     return _names_and_attributes(ast.walk(node))
 
 

@@ -39,7 +39,6 @@ import tempfile
 from pathlib import Path
 
 SET_ASIDE = "set-aside.jsonl"
-REDO = "redo.jsonl"
 # Why the search script set an operator aside without a verdict (a record's ``reason``).
 SET_ASIDE_REASONS = {"out_of_memory": "out of GPU memory",
                      "measure_timeout": "the final measurement ran past its time limit"}
@@ -47,7 +46,7 @@ SET_ASIDE_REASONS = {"out_of_memory": "out of GPU memory",
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from kforge.tritonbench_g.order import RedoError, read_redo  # noqa: E402
+from kforge.tritonbench_g.order import REDO, RedoError, read_redo  # noqa: E402
 from kforge.tritonbench_g.report import compile_timeouts, read_jsonl, read_trials  # noqa: E402
 
 MACHINE_PATHS = ("/tmp/", "/work/", "/root/")

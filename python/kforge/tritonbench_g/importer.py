@@ -151,13 +151,7 @@ def _dotted(node: ast.expr) -> str | None:
 
 def harness_identifiers(perf_source: str) -> set[str]:
     """Every name and attribute the harness uses: what it may call in the operator's module."""
-    found = set()
-    for node in ast.walk(ast.parse(perf_source)):
-        if isinstance(node, ast.Name):
-            found.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            found.add(node.attr)
-    return found
+    return source_ops.identifiers(ast.parse(perf_source))
 
 
 def operator_parameters(source: str, perf_source: str, op: str) -> list[dict]:

@@ -22,9 +22,7 @@ import os
 import sys
 
 
-def read_jsonl(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+REDO = "redo.jsonl"  # the campaign's operators to search again (read_redo)
 
 
 def listed(path: str | None) -> set[str]:
@@ -52,6 +50,11 @@ def json_objects(path: str, error: type[Exception] = ValueError) -> list[tuple[i
             raise error(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
         records.append((number, record))
     return records
+
+
+def read_jsonl(path: str) -> list[dict]:
+    """The objects of a JSON Lines file (json_objects)."""
+    return [record for _, record in json_objects(path)]
 
 
 class RedoError(ValueError):

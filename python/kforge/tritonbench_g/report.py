@@ -43,7 +43,7 @@ if __package__ in (None, ""):
 from kforge.triton import source_ops  # noqa: E402
 from kforge.triton.bounded_compile import TIMEOUT_MARK  # noqa: E402
 from kforge.tritonbench_g.harness import cut_source  # noqa: E402
-from kforge.tritonbench_g.order import RedoError, json_objects, read_redo  # noqa: E402
+from kforge.tritonbench_g.order import REDO, RedoError, json_objects, read_redo  # noqa: E402
 
 PROG = "python -m kforge.tritonbench_g.report"
 DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tritonbench-g"
@@ -545,7 +545,7 @@ def load_campaign(campaign: Path, lengths: dict[str, int],
         for record in read_jsonl(campaign / "set-aside.jsonl"):
             set_aside.setdefault(record["op"], []).append(record)
     try:
-        redo = {r["op"]: r for r in read_redo(str(campaign / "redo.jsonl"))}
+        redo = {r["op"]: r for r in read_redo(str(campaign / REDO))}
     except RedoError as e:
         raise ReportError(str(e)) from None
     runs = campaign / "runs"
